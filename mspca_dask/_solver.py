@@ -1,0 +1,168 @@
+"""Driver-side linear algebra of the spectra (pure NumPy/SciPy, no Dask, no I/O).
+
+Every spectrum MS-PCA needs is that of a *low-rank modification* of the data,
+``X̃ = X + Σ_r a_r f_rᵀ`` with sample-side vectors ``a_r`` (n,) and feature-side vectors
+``f_r`` (d,): the location ``−1 μᵀ`` and each knockoff ``γ' m'ᵀ``.  In the operator space of
+:mod:`mspca_dask.sketch` (``M = X`` or ``Xᵀ``, size ``p``) this reads
+``M̃ = M + O Pᵀ`` with ``O`` on the big side and ``P`` on the operator side, so
+
+    M̃ᵀM̃ / n = (MᵀM + (MᵀO) Pᵀ + P (MᵀO)ᵀ + P (OᵀO) Pᵀ) / n.
+
+Only ``MᵀM`` touches the data (a pass); ``MᵀO`` is a side product of a pass and ``P``, ``OᵀO``
+are small.  So the original and every knockoff spectrum come from the *same* passes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import scipy.linalg as sla
+
+__all__ = ["LowRank", "apply_operator", "dense_operator", "top_eigh", "rayleigh_ritz", "orthonormalize", "flip_signs"]
+
+
+@dataclass(frozen=True)
+class LowRank:
+    """The low-rank part of ``M̃ᵀM̃`` in operator space.
+
+    Attributes
+    ----------
+    P : (p, r) ndarray
+        Operator-side factors.
+    MtO : (p, r) ndarray
+        ``MᵀO``: the data applied to the big-side factors.
+    OtO : (r, r) ndarray
+        Gram matrix of the big-side factors.
+    """
+
+    P: np.ndarray
+    MtO: np.ndarray
+    OtO: np.ndarray
+
+    @classmethod
+    def empty(cls, p: int) -> LowRank:
+        z = np.zeros((p, 0))
+        return cls(P=z, MtO=z, OtO=np.zeros((0, 0)))
+
+    @property
+    def rank(self) -> int:
+        return int(self.P.shape[1])
+
+
+def apply_operator(MtMV: np.ndarray, V: np.ndarray, lowrank: LowRank, n: int) -> np.ndarray:
+    """``M̃ᵀM̃ V / n`` given ``MᵀM V`` (from a pass) and ``V``, both ``(p, a)``."""
+    out = np.array(MtMV, dtype=float, copy=True)
+    if lowrank.rank:
+        PtV = lowrank.P.T @ V
+        out += lowrank.MtO @ PtV
+        out += lowrank.P @ (lowrank.MtO.T @ V)
+        out += lowrank.P @ (lowrank.OtO @ PtV)
+    return out / n
+
+
+def dense_operator(MtM: np.ndarray, lowrank: LowRank, n: int) -> np.ndarray:
+    """Dense ``M̃ᵀM̃ / n`` (p, p) from the Gram matrix ``MᵀM``."""
+    A = np.array(MtM, dtype=float, copy=True)
+    if lowrank.rank:
+        B = lowrank.MtO @ lowrank.P.T
+        A += B + B.T
+        A += lowrank.P @ lowrank.OtO @ lowrank.P.T
+    A = (A + A.T) / 2  # exact symmetry for eigh
+    return A / n
+
+
+def top_eigh(A: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """Top-``k`` eigenpairs of a dense symmetric matrix, eigenvalues descending.
+
+    Returns
+    -------
+    values : (k,) ndarray
+    vectors : (p, k) ndarray
+    """
+    p = A.shape[0]
+    k = min(k, p)
+    w, V = sla.eigh(A, subset_by_index=[p - k, p - 1])
+    return w[::-1].copy(), V[:, ::-1].copy()
+
+
+def orthonormalize(V: np.ndarray, against: np.ndarray | None = None, tol: float = 1e-10) -> np.ndarray:
+    """Orthonormal basis of ``V`` projected off ``against`` (both passes twice, "twice is enough").
+
+    Columns that fall below ``tol`` of their original norm after projection are dropped.
+    """
+    V = np.array(V, dtype=float, copy=True)
+    norms0 = np.linalg.norm(V, axis=0)
+    norms0[norms0 == 0] = 1.0
+    for _ in range(2):
+        if against is not None and against.shape[1]:
+            V -= against @ (against.T @ V)
+    keep = np.linalg.norm(V, axis=0) > tol * norms0
+    V = V[:, keep]
+    if V.shape[1] == 0:
+        return V
+    Q, R = np.linalg.qr(V)
+    good = np.abs(np.diag(R)) > tol * np.max(np.abs(np.diag(R)))
+    Q = Q[:, good]
+    if against is not None and against.shape[1]:
+        Q -= against @ (against.T @ Q)
+        Q, _ = np.linalg.qr(Q)
+    return Q
+
+
+def rayleigh_ritz(
+    Q: np.ndarray, OpQ: np.ndarray, k: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Top-``k`` Ritz pairs of a symmetric operator on ``span(Q)`` with exact residuals.
+
+    Parameters
+    ----------
+    Q : (p, L) ndarray
+        Orthonormal basis.
+    OpQ : (p, L) ndarray
+        The operator applied to ``Q`` (exact, from the passes).
+    k : int
+
+    Returns
+    -------
+    values : (k,) ndarray, descending
+    coef : (L, k) ndarray
+        Ritz vectors are ``Q @ coef``; the operator applied to them is ``OpQ @ coef``.
+    residuals : (k,) ndarray
+        ``‖Op x − θ x‖``: by the Bauer–Fike theorem for symmetric matrices an eigenvalue lies
+        within this distance of ``θ``.
+    bounds : (k,) ndarray
+        ``min(r, r² / δ)`` with ``δ`` the distance from ``θ`` to the nearest *other* Ritz value
+        less ``r`` (the Kato–Temple refinement); ``r`` where no positive gap is available.
+    """
+    H = Q.T @ OpQ
+    H = (H + H.T) / 2
+    w, Y = np.linalg.eigh(H)
+    order = np.argsort(w)[::-1]
+    w, Y = w[order], Y[:, order]
+    kk = min(k, len(w))
+    R = OpQ @ Y[:, :kk] - Q @ (Y[:, :kk] * w[:kk])
+    res = np.linalg.norm(R, axis=0)
+    bounds = res.copy()
+    for i in range(kk):
+        others = np.delete(w, i)
+        if others.size:
+            gap = float(np.min(np.abs(others - w[i]))) - res[i]
+            if gap > 0:
+                bounds[i] = min(res[i], res[i] ** 2 / gap)
+    return w[:kk], Y[:, :kk], res, bounds
+
+
+def flip_signs(vectors: np.ndarray) -> np.ndarray:
+    """Deterministic signs: the largest-magnitude entry of each column is positive.
+
+    The same convention as scikit-learn's ``svd_flip`` (``u_based_decision=False``) applied to
+    components stored as columns.
+    """
+    V = np.array(vectors, dtype=float, copy=True)
+    if V.size == 0:
+        return V
+    idx = np.argmax(np.abs(V), axis=0)
+    signs = np.sign(V[idx, np.arange(V.shape[1])])
+    signs[signs == 0] = 1.0
+    return V * signs

@@ -1,0 +1,761 @@
+"""The public entry point: :func:`fit` (Mean-Shift PCA by Knockoff Mean) and :func:`open_result`.
+
+The flow of one fit, each numbered pass being one read of the data:
+
+1. **Statistics + spectrum pass** — column/row sums and squares, non-finite counts, the
+   images of the knockoff memberships/directions, and either the whole Gram matrix (exact
+   solver) or the first block-Krylov product (randomized solver).
+2. **Further Krylov passes** (randomized solver) until every eigenvalue above the bulk edge,
+   of the original *and* of every knockoff spectrum, is certified to within ``ε/10``.  The
+   knockoffs are rank-one terms ``γ' m'ᵀ`` applied algebraically: no pass is added for them.
+3. **Location passes** (``location="auto"`` only) — scores on a preliminary spectrum, then the
+   mean of the samples found to be inliers in that score space.
+4. **Output pass** — sample scores (or, in the dual orientation, feature loadings).
+
+Only small NumPy arrays — sketches of size ``(n + d) × ℓ`` at most and ``K × K`` results — come
+back to the driver.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from . import rmt
+from ._execution import Executor
+from ._solver import LowRank, apply_operator, dense_operator, flip_signs, orthonormalize, rayleigh_ritz, top_eigh
+from .errors import ConvergenceWarning, InputError, NonFiniteError, NoSpikeWarning, ParameterError, ShapeError
+from .io import open_source
+from .location import robust_inlier_weights
+from .matching import check_invariance
+from .result import MSPCAResult, open_result
+from .sketch import Oriented, orient, pass_graph
+
+__all__ = ["fit", "open_result"]
+
+_SOLVERS = ("auto", "exact", "randomized")
+#: Largest operator dimension for which the exact solver keeps a dense Gram matrix on the
+#: driver (8192² float64 = 512 MiB).
+EXACT_MAX_DIM = 8192
+
+
+def fit(
+    source: Any,
+    n_components: int = 10,
+    *,
+    variable: str | None = None,
+    sample_dim: str = "samples",
+    location: str | np.ndarray | None = "auto",
+    solver: str = "auto",
+    n_knockoffs: int = 5,
+    knockoff_weight: float = 1.0,
+    knockoff_factor: float = 2.0,
+    threshold_scale: float = 3.0,
+    min_overlap: float = 0.9,
+    edge_margin: float = 4.0,
+    tol: float | None = None,
+    max_passes: int = 40,
+    oversampling: int = 10,
+    random_state: int | None = 0,
+    scheduler: Any = None,
+    progress: bool = False,
+) -> MSPCAResult:
+    """Mean-Shift PCA: the top principal components, split into covariance and mean-shift ones.
+
+    Parameters
+    ----------
+    source : array_like, dask array, xarray DataArray/Dataset, or str
+        ``(n_samples, n_features)`` data: a NumPy or Dask array, an xarray object (samples
+        along ``sample_dim``), or the path / fsspec URL of a Zarr store (v3 or v2; an array,
+        or a group with ``variable``).  Samples are the observations of the PCA.
+    n_components : int
+        ``K``, the number of leading eigenpairs examined (1 ≤ K ≤ min(n_samples, n_features)).
+    variable : str, optional
+        Variable of a Zarr group or xarray Dataset.
+    sample_dim : str
+        Sample dimension of xarray or labelled Zarr input.
+    location : {"auto"}, (n_features,) array_like or None
+        What is subtracted from every sample before the analysis.  ``"auto"`` (default): the
+        mean of the *inliers*, found by robust distances in the space of the leading scores,
+        so that a shifted minority cannot drag it (centring by the plain sample mean hides
+        every mean shift from the knockoff; see Notes).  ``None``: the data as they are (the
+        paper's setting: inliers already centred).  A vector: that location (e.g. reference
+        allele frequencies).
+    solver : {"auto", "exact", "randomized"}
+        ``"exact"`` accumulates the smaller Gram matrix in one pass and diagonalises it on the
+        driver; ``"randomized"`` runs a block-Krylov iteration whose eigenvalues are certified
+        by residual bounds; ``"auto"`` picks the cheaper by a flop count.
+    n_knockoffs : int
+        ``B``, the number of independent knockoffs; each statistic is their median.
+    knockoff_weight : float
+        ``π'`` in ``(0, 1]``: fraction of samples that receive the knockoff shift (paper: 1).
+    knockoff_factor : float
+        ``θ'² = knockoff_factor · σ² g⁻¹(λ̃₁/σ²)`` (paper: 2).
+    threshold_scale : float
+        ``C`` in ``ε = C σ² n^{-1/2}``.  The default 3 was calibrated on the paper's mixtures
+        (see ``benchmarks/RESULTS.md``); the paper's own choice ``1/c`` is too tight: a
+        covariance spike's displacement reaches 0.07 at π₁ = 20 % while ``ε`` = 0.035.
+    min_overlap : float
+        Smallest median overlap ``|⟨ũᵢ, u'ⱼ⟩|`` of a stable eigenvector with its match.
+    edge_margin : float
+        A candidate spike must exceed the bulk edge by this many Tracy–Widom units.
+    tol : float, optional
+        Eigenvalue accuracy the randomized solver certifies (default ``ε/10``).
+    max_passes : int
+        Pass budget of the randomized solver; reaching it warns with the bound reached.
+    oversampling : int
+        Extra columns of the randomized sketch.
+    random_state : int or None
+        Seed of every random draw (sketch, knockoff directions, memberships).  Results do not
+        depend on chunking or on the number of workers.
+    scheduler : str, distributed.Client or None
+        Where passes run; ``None`` uses the active ``distributed.Client`` if any, else threads.
+    progress : bool
+        Progress bar per pass.
+
+    Returns
+    -------
+    MSPCAResult
+        ``eigenvalues``, ``knockoff_eigenvalues``, ``stable``, ``components`` (the covariance
+        PCs), ``mean_shift_components``, ``scores`` and the reason behind every verdict.
+
+    Notes
+    -----
+    Paper, Algorithm 1: with ``X̃`` the data and a knockoff ``X̃' = X̃ + γ'm'ᵀ`` with
+    ``θ'² = π'‖m'‖² = 2 g⁻¹(λ̃₁)``, an eigenpair ``(λ̃ᵢ, ũᵢ)`` of ``X̃ᵀX̃/n`` is a covariance
+    eigenpair when a knockoff eigenvalue stays within ``ε = C n^{-1/2}``.  With ``π' = 1``
+    the knockoff adds ``m'x̄ᵀ + x̄m'ᵀ + m'm'ᵀ`` to ``X̃ᵀX̃/n`` (``x̄`` the mean of the analysed
+    data), so a spike moves only if its eigenvector overlaps ``x̄``.  Centring by the sample
+    mean makes ``x̄ = 0`` and nothing moves — hence ``location="auto"``.
+
+    Examples
+    --------
+    >>> from mspca_dask.testing import paper_setting
+    >>> model = paper_setting(pi1=0.1, random_state=1)
+    >>> res = fit(model.to_numpy(), n_components=4, random_state=0)
+    >>> int(res.stable.sum()), int((~res.stable & res.candidate).sum())
+    (1, 1)
+    """
+    params = _check_params(
+        n_components=n_components,
+        solver=solver,
+        n_knockoffs=n_knockoffs,
+        knockoff_weight=knockoff_weight,
+        knockoff_factor=knockoff_factor,
+        threshold_scale=threshold_scale,
+        min_overlap=min_overlap,
+        edge_margin=edge_margin,
+        tol=tol,
+        max_passes=max_passes,
+        oversampling=oversampling,
+        random_state=random_state,
+    )
+    src = open_source(source, variable=variable, sample_dim=sample_dim)
+    X = src.data
+    n, d = (int(s) for s in X.shape)
+    if n_components > min(n, d):
+        raise ParameterError(
+            f"n_components must be between 1 and min(n_samples, n_features) = {min(n, d)} "
+            f"(not {n_components})"
+        )
+    loc_mode, loc_vec = _check_location(location, d)
+    executor = Executor(scheduler=scheduler, progress=progress)
+    data = orient(X)
+    chosen = _choose_solver(solver, data, n_components, n_knockoffs, oversampling)
+    run = _Fit(
+        data=data,
+        executor=executor,
+        K=n_components,
+        B=n_knockoffs,
+        knockoff_weight=knockoff_weight,
+        knockoff_factor=knockoff_factor,
+        threshold_scale=threshold_scale,
+        min_overlap=min_overlap,
+        edge_margin=edge_margin,
+        tol=tol,
+        max_passes=max_passes,
+        oversampling=oversampling,
+        random_state=random_state,
+        loc_mode=loc_mode,
+        loc_vec=loc_vec,
+        solver=chosen,
+    )
+    out = run.run()
+    params.update(
+        variable=variable,
+        sample_dim=sample_dim,
+        location="auto" if loc_mode == "auto" else ("none" if loc_mode == "none" else "given"),
+        solver=chosen,
+        source=src.description,
+        scheduler=executor.description,
+    )
+    return MSPCAResult(
+        **out,
+        solver=chosen,
+        n_passes=executor.n_passes,
+        random_state=random_state,
+        params=params,
+        sample_coords=src.sample_coords,
+        feature_coords=src.feature_coords,
+        sample_dim=src.sample_dim,
+        feature_dim=src.feature_dim,
+    )
+
+
+# ---------------------------------------------------------------------------- parameters
+
+
+def _check_params(**p: Any) -> dict[str, Any]:
+    def need(cond: bool, msg: str) -> None:
+        if not cond:
+            raise ParameterError(msg)
+
+    K = p["n_components"]
+    need(isinstance(K, int | np.integer) and not isinstance(K, bool) and K >= 1, f"n_components must be a positive integer (not {K!r})")
+    need(p["solver"] in _SOLVERS, f"solver must be one of {list(_SOLVERS)} (not {p['solver']!r})")
+    B = p["n_knockoffs"]
+    need(isinstance(B, int | np.integer) and B >= 1, f"n_knockoffs must be a positive integer (not {B!r})")
+    need(0 < p["knockoff_weight"] <= 1, f"knockoff_weight (π') must be in (0, 1] (not {p['knockoff_weight']!r})")
+    need(p["knockoff_factor"] > 0, f"knockoff_factor must be > 0 (not {p['knockoff_factor']!r})")
+    need(p["threshold_scale"] > 0, f"threshold_scale must be > 0 (not {p['threshold_scale']!r})")
+    need(0 < p["min_overlap"] <= 1, f"min_overlap must be in (0, 1] (not {p['min_overlap']!r})")
+    need(p["edge_margin"] >= 0, f"edge_margin must be >= 0 (not {p['edge_margin']!r})")
+    need(p["tol"] is None or p["tol"] > 0, f"tol must be > 0 or None (not {p['tol']!r})")
+    need(isinstance(p["max_passes"], int) and p["max_passes"] >= 2, f"max_passes must be an integer >= 2 (not {p['max_passes']!r})")
+    need(isinstance(p["oversampling"], int) and p["oversampling"] >= 0, f"oversampling must be an integer >= 0 (not {p['oversampling']!r})")
+    rs = p["random_state"]
+    need(rs is None or (isinstance(rs, int | np.integer) and rs >= 0), f"random_state must be a non-negative integer or None (not {rs!r})")
+    return {k: (int(v) if isinstance(v, np.integer) else v) for k, v in p.items()}
+
+
+def _check_location(location: Any, d: int) -> tuple[str, np.ndarray | None]:
+    if location is None:
+        return "none", None
+    if isinstance(location, str):
+        if location == "auto":
+            return "auto", None
+        raise ParameterError(f"location must be 'auto', None or a vector of length {d} (not {location!r})")
+    vec = np.asarray(location, dtype=float)
+    if vec.shape != (d,):
+        raise ParameterError(f"location must have shape ({d},) to match the features (got {vec.shape})")
+    if not np.all(np.isfinite(vec)):
+        raise ParameterError("location contains NaN or infinite values")
+    return "given", vec
+
+
+def _choose_solver(solver: str, data: Oriented, K: int, B: int, oversampling: int) -> str:
+    """Flop-count cost model of the two paths (issue: calibrate from timings later).
+
+    exact:      one pass of ``m p²`` multiply-adds for the Gram matrix plus ``B + 1`` dense
+                top-K eigensolves of ``~ 4/3 p³`` each;
+    randomized: about 12 passes of ``4 m p ℓ`` (two thin products per pass) with
+                ``ℓ = K + oversampling + B + 3`` columns.
+    """
+    m, p = data.m, data.p
+    if solver == "exact":
+        if p > EXACT_MAX_DIM:
+            raise ParameterError(
+                f"solver='exact' needs a dense {p} x {p} Gram matrix on the driver; the limit is "
+                f"{EXACT_MAX_DIM}. Use solver='randomized'."
+            )
+        return "exact"
+    if solver == "randomized":
+        return "randomized"
+    ell = K + oversampling + B + 3
+    exact_cost = m * p * p + (B + 1) * (4 / 3) * p**3
+    krylov_cost = 12 * 4 * m * p * ell
+    return "exact" if (p <= EXACT_MAX_DIM and exact_cost <= krylov_cost) else "randomized"
+
+
+# ---------------------------------------------------------------------------- the fit
+
+
+@dataclass
+class _Spectrum:
+    """Top-K eigenpairs of one operator, in operator space."""
+
+    values: np.ndarray  # (K,)
+    vectors: np.ndarray  # (p, K)
+    bounds: np.ndarray  # (K,)
+    op_vectors: np.ndarray | None = None  # the *base* operator applied to `vectors` (dual overlaps)
+
+
+@dataclass
+class _Fit:
+    data: Oriented
+    executor: Executor
+    K: int
+    B: int
+    knockoff_weight: float
+    knockoff_factor: float
+    threshold_scale: float
+    min_overlap: float
+    edge_margin: float
+    tol: float | None
+    max_passes: int
+    oversampling: int
+    random_state: int | None
+    loc_mode: str
+    loc_vec: np.ndarray | None
+    solver: str
+    # state
+    knock_dirs: np.ndarray = field(init=False)  # (d, B) unit knockoff directions m̂'
+    memberships: np.ndarray = field(init=False)  # (n, B) knockoff memberships γ'
+    omega: np.ndarray = field(init=False)  # (p, ℓ) sketch
+    Xt_memb: np.ndarray | None = field(init=False, default=None)  # primal: Xᵀγ' (d, B)
+    X_dirs: np.ndarray | None = field(init=False, default=None)  # dual: X m̂' (n, B)
+    feature_sum: np.ndarray = field(init=False)  # Xᵀ1 (d,)
+    total_sumsq: float = field(init=False)
+    gram: np.ndarray | None = field(init=False, default=None)
+    # Krylov basis
+    Q: np.ndarray | None = field(init=False, default=None)
+    Z: np.ndarray | None = field(init=False, default=None)
+    # location
+    mu: np.ndarray | None = field(init=False, default=None)  # (d,)
+    X_mu: np.ndarray | None = field(init=False, default=None)  # dual: X μ (n,)
+
+    # ------------------------------------------------------------------ setup
+    def __post_init__(self) -> None:
+        n, d, B = self.data.n_samples, self.data.n_features, self.B
+        seeds = np.random.SeedSequence(self.random_state).spawn(3)
+        rng_sketch, rng_dir, rng_memb = (np.random.default_rng(s) for s in seeds)
+        dirs = rng_dir.standard_normal((d, B))
+        self.knock_dirs = dirs / np.linalg.norm(dirs, axis=0)
+        if self.knockoff_weight >= 1:
+            self.memberships = np.ones((n, B))
+        else:
+            k = max(1, int(round(self.knockoff_weight * n)))
+            memb = np.zeros((n, B))
+            for b in range(B):
+                memb[rng_memb.choice(n, size=k, replace=False), b] = 1.0
+            self.memberships = memb
+        ell = min(self.data.p, self.K + self.oversampling)
+        self.omega = rng_sketch.standard_normal((self.data.p, ell))
+        if self.loc_mode == "given":
+            self.mu = self.loc_vec
+
+    @property
+    def n(self) -> int:
+        return self.data.n_samples
+
+    @property
+    def d(self) -> int:
+        return self.data.n_features
+
+    @property
+    def c(self) -> float:
+        return self.d / self.n
+
+    # ------------------------------------------------------------------ products in operator space
+    def _lowrank(self, terms: list[tuple[np.ndarray, np.ndarray, np.ndarray]]) -> LowRank:
+        """Low-rank part for ``X̃ = X + Σ a fᵀ``; each term is (a (n,), f (d,), image).
+
+        The image is ``Xᵀa`` (primal) or ``X f`` (dual): the data applied to the big-side
+        factor.
+        """
+        if not terms:
+            return LowRank.empty(self.data.p)
+        a = np.column_stack([t[0] for t in terms])
+        f = np.column_stack([t[1] for t in terms])
+        img = np.column_stack([t[2] for t in terms])
+        if self.data.dual:
+            return LowRank(P=a, MtO=img, OtO=f.T @ f)
+        return LowRank(P=f, MtO=img, OtO=a.T @ a)
+
+    def _location_term(self, mu: np.ndarray | None, X_mu: np.ndarray | None) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+        if mu is None:
+            return []
+        ones = np.ones(self.n)
+        if self.data.dual:
+            assert X_mu is not None
+            return [(-ones, mu, X_mu)]
+        return [(-ones, mu, -self.feature_sum)]  # image Xᵀa = −Xᵀ1
+
+    def _knockoff_term(self, b: int, strength: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        scale = math.sqrt(strength / self.knockoff_weight)  # θ'² = π' ‖m'‖²
+        f = scale * self.knock_dirs[:, b]
+        a = self.memberships[:, b]
+        if self.data.dual:
+            assert self.X_dirs is not None
+            return (a, f, scale * self.X_dirs[:, b])
+        assert self.Xt_memb is not None
+        return (a, f, self.Xt_memb[:, b])
+
+    def _spectrum(self, lowrank: LowRank, base: LowRank | None = None) -> _Spectrum:
+        """Top-K eigenpairs of ``(MᵀM + low rank)/n`` by the chosen solver."""
+        n = self.n
+        if self.solver == "exact":
+            assert self.gram is not None
+            A = dense_operator(self.gram, lowrank, n)
+            vals, vecs = top_eigh(A, self.K)
+            op_vecs = None
+            if base is not None and self.data.dual:
+                if self._base_dense is None or self._base_dense[0] is not base:
+                    self._base_dense = (base, dense_operator(self.gram, base, n))
+                op_vecs = self._base_dense[1] @ vecs
+            return _Spectrum(vals, vecs, np.zeros(len(vals)), op_vecs)
+        assert self.Q is not None and self.Z is not None
+        OpQ = apply_operator(self.Z, self.Q, lowrank, n)
+        vals, coef, _res, bounds = rayleigh_ritz(self.Q, OpQ, self.K)
+        vecs = self.Q @ coef
+        op_vecs = None
+        if base is not None and self.data.dual:
+            op_vecs = apply_operator(self.Z, self.Q, base, n) @ coef
+        return _Spectrum(vals, vecs, bounds, op_vecs)
+
+    # ------------------------------------------------------------------ passes
+    def _pass(self, name: str, **products: Any) -> dict[str, np.ndarray]:
+        return self.executor.run(name, pass_graph(self.data, **products))
+
+    def _first_pass(self) -> None:
+        side = None
+        if self.data.dual:
+            side_vecs = [self.knock_dirs]
+            if self.loc_mode == "given":
+                side_vecs.append(self.loc_vec[:, None])  # type: ignore[index]
+            side = np.column_stack(side_vecs)
+        elif self.knockoff_weight < 1:
+            side = self.memberships
+        kwargs: dict[str, Any] = {"stats": True, "side": side}
+        if self.solver == "exact":
+            kwargs["gram"] = True
+        else:
+            V0 = orthonormalize(np.column_stack([self.omega, *self._known_operator_vectors()]))
+            kwargs["krylov"] = V0
+        out = self._pass("mspca-stats", **kwargs)
+        self._check_stats(out)
+        if self.data.dual:
+            self.feature_sum = out["row_sum"]
+            self.X_dirs = out["side"][:, : self.B]
+            if self.loc_mode == "given":
+                self.X_mu = out["side"][:, self.B]
+        else:
+            self.feature_sum = out["col_sum"]
+            self.Xt_memb = out["side"] if side is not None else np.repeat(out["col_sum"][:, None], self.B, axis=1)
+        self.total_sumsq = float(out["col_sumsq"].sum())
+        if self.solver == "exact":
+            self.gram = out["gram"]
+        else:
+            self.Q = kwargs["krylov"]
+            self.Z = out["krylov"]
+            self._last_block = self.Q.shape[1]
+            self._n_blocks = 1
+
+    def _known_operator_vectors(self) -> list[np.ndarray]:
+        """Operator-side vectors of every low-rank term known now (to seed the Krylov space)."""
+        vecs: list[np.ndarray] = []
+        if self.data.dual:
+            vecs += [np.ones((self.n, 1)), self.memberships]
+            if self.X_dirs is not None:
+                vecs.append(self.X_dirs)
+            if self.X_mu is not None:
+                vecs.append(self.X_mu[:, None])
+        else:
+            vecs.append(self.knock_dirs)
+            if self.mu is not None:
+                vecs.append(self.mu[:, None])
+            if self.Xt_memb is not None:
+                vecs.append(self.Xt_memb)
+                vecs.append(self.feature_sum[:, None])
+        return vecs
+
+    def _krylov_pass(self, name: str, extra: list[np.ndarray] | None = None, **products: Any) -> dict[str, np.ndarray]:
+        """Extend the Krylov basis by one block (the operator's image of the last block plus
+        any new low-rank directions) and compute its product in the same read as ``products``.
+        """
+        assert self.Q is not None and self.Z is not None
+        last = self.Z[:, -self._last_block:] / self.n if self._last_block else np.zeros((self.data.p, 0))
+        cand = np.column_stack([last, *self._known_operator_vectors(), *(extra or [])])
+        V = orthonormalize(cand, against=self.Q)
+        if V.shape[1] == 0 and not products:
+            return {}
+        kw: dict[str, Any] = dict(products)
+        if V.shape[1]:
+            kw["krylov"] = V
+        out = self._pass(name, **kw)
+        if V.shape[1]:
+            self.Q = np.column_stack([self.Q, V])
+            self.Z = np.column_stack([self.Z, out["krylov"]])
+            self._last_block = V.shape[1]
+            self._n_blocks += 1
+        return out
+
+    _last_block: int = 0
+    _n_blocks: int = 0
+    _worst_bound: float = float("inf")
+    _base_dense: tuple[LowRank, np.ndarray] | None = None
+
+    # ------------------------------------------------------------------ validation
+    def _check_stats(self, out: dict[str, np.ndarray]) -> None:
+        row_bad, col_bad = out["row_nonfinite"], out["col_nonfinite"]
+        total = int(col_bad.sum())
+        if total:
+            sample_bad, feature_bad = (col_bad, row_bad) if self.data.dual else (row_bad, col_bad)
+            s = int(np.flatnonzero(sample_bad)[0])
+            f = int(np.flatnonzero(feature_bad)[0])
+            raise NonFiniteError(
+                f"the data contain {total} NaN or infinite value(s) in "
+                f"{int(np.count_nonzero(sample_bad))} sample(s) and "
+                f"{int(np.count_nonzero(feature_bad))} feature(s); the first bad sample is "
+                f"index {s} and the first bad feature is index {f}. Remove or impute them "
+                f"(e.g. xarray's .fillna, or mspca_dask.preprocess for genotypes)."
+            )
+        if self.data.dual:
+            fsum, fsq = out["row_sum"], out["row_sumsq"]
+        else:
+            fsum, fsq = out["col_sum"], out["col_sumsq"]
+        n = self.n
+        mean = fsum / n
+        var = fsq / n - mean**2
+        scale = np.maximum(fsq / n, np.finfo(float).tiny)
+        const = np.flatnonzero(var <= 1e-12 * scale)
+        if const.size:
+            shown = ", ".join(str(int(i)) for i in const[:10]) + (" ..." if const.size > 10 else "")
+            raise InputError(
+                f"{const.size} feature(s) are constant across samples (indices {shown}); a "
+                f"constant feature carries no variance for PCA. Drop them before fitting."
+            )
+
+    # ------------------------------------------------------------------ main flow
+    def run(self) -> dict[str, Any]:
+        self._first_pass()
+        n = self.n
+        xbar = self.feature_sum / n
+        if self.loc_mode == "auto":
+            self._estimate_location(xbar)
+        base_terms = self._location_term(self.mu, self.X_mu)
+        base = self._lowrank(base_terms)
+        spec, knock, strength, s2, eps = self._converge(base, base_terms)
+        return self._finish(spec, knock, base, base_terms, strength, s2, eps)
+
+    def _preliminary_spectrum(self, xbar: np.ndarray) -> _Spectrum:
+        """Spectrum of the mean-centred data, converged loosely (it only ranks samples)."""
+        X_xbar = None
+        if self.data.dual:
+            X_xbar = self._dual_image_of_mean()
+        terms = self._location_term(xbar, X_xbar)
+        lr = self._lowrank(terms)
+        if self.solver == "exact":
+            return self._spectrum(lr)
+        prev: np.ndarray | None = None
+        while True:
+            spec = self._spectrum(lr)
+            s2 = self._noise(spec.values, terms)
+            # Loose accuracy is enough: this spectrum only ranks samples in score space.
+            if self._krylov_settled(spec, [], prev, s2, tol=0.05 * s2) or self.executor.n_passes >= self.max_passes // 2:
+                return spec
+            prev = spec.values
+            self._krylov_pass(f"mspca-pass-{self.executor.n_passes + 1}", extra=None if self.data.dual else [xbar[:, None]])
+
+    def _krylov_settled(
+        self, spec: _Spectrum, knock: list[_Spectrum], prev: np.ndarray | None, s2: float, tol: float
+    ) -> bool:
+        """Whether the block-Krylov iteration may stop.
+
+        Every Ritz value above the bulk edge, of the original and of every knockoff spectrum,
+        must carry an error bound below ``tol``; the top-K Ritz values must have moved by less
+        than ``tol`` since the previous pass (a Krylov space cannot prove that no eigenvalue is
+        missing, but a spike not yet found shows up as a Ritz value still climbing); and the
+        basis must hold at least three blocks.
+        """
+        assert self.Q is not None
+        if self.Q.shape[1] >= self.data.p:
+            return True  # the basis spans the whole space: Rayleigh–Ritz is exact
+        if self._n_blocks < 3 or prev is None:
+            return False
+        edge = rmt.mp_edges(self.c, s2)[1]
+        worst = max(float(np.max(sp.bounds[sp.values > edge], initial=0.0)) for sp in [spec, *knock])
+        self._worst_bound = worst
+        moved = float(np.max(np.abs(spec.values - prev)))
+        return worst <= tol and moved <= tol
+
+    def _dual_image_of_mean(self) -> np.ndarray:
+        """``X x̄ = X Xᵀ 1 / n`` in the dual: the Gram operator applied to the ones vector."""
+        ones = np.ones((self.n, 1))
+        if self.solver == "exact":
+            assert self.gram is not None
+            return (self.gram @ ones)[:, 0] / self.n
+        assert self.Q is not None and self.Z is not None
+        # 1 is in the Krylov basis from the first pass (it is a low-rank factor), so
+        # MᵀM 1 = Z Qᵀ 1 exactly.
+        return (self.Z @ (self.Q.T @ ones))[:, 0] / self.n
+
+    def _noise(self, values: np.ndarray, terms: list[tuple[np.ndarray, np.ndarray, np.ndarray]]) -> float:
+        return rmt.estimate_noise_variance(self._trace(terms), values, self.n, self.d)
+
+    def _trace(self, terms: list[tuple[np.ndarray, np.ndarray, np.ndarray]]) -> float:
+        """``tr(X̃ᵀX̃)/n`` for ``X̃ = X − 1μᵀ`` (the only term a trace is taken of)."""
+        tr = self.total_sumsq
+        if terms:
+            mu = terms[0][1]
+            tr += -2 * float(mu @ self.feature_sum) + self.n * float(mu @ mu)
+        return tr / self.n
+
+    def _estimate_location(self, xbar: np.ndarray) -> None:
+        spec = self._preliminary_spectrum(xbar)
+        X_xbar = self._dual_image_of_mean() if self.data.dual else None
+        terms = self._location_term(xbar, X_xbar)
+        s2 = self._noise(spec.values, terms)
+        edge = rmt.mp_edges(self.c, s2)[1]
+        k = int(np.clip(np.count_nonzero(spec.values > edge), 1, self.K))
+        V0 = spec.vectors[:, :k]
+        if self.data.dual:
+            scores = V0 * np.sqrt(np.maximum(spec.values[:k], 0) * self.n)
+        else:
+            out = self._side_or_krylov_pass("mspca-location-scores", keep=V0)
+            scores = out["keep"] - (xbar @ V0)[None, :]
+        w = robust_inlier_weights(scores)
+        wsum = float(w.sum())
+        if self.data.dual:
+            # μ = Xᵀw / Σw is a big-side product; X μ = X Xᵀ w / Σw is the Gram operator
+            # applied to w.
+            if self.solver == "exact":
+                assert self.gram is not None
+                out = self._pass("mspca-location-mean", keep=(w / wsum)[:, None])
+                self.mu = out["keep"][:, 0]
+                self.X_mu = self.gram @ (w / wsum)
+            else:
+                out = self._krylov_pass("mspca-location-mean", extra=[w[:, None]], keep=(w / wsum)[:, None])
+                assert self.Q is not None and self.Z is not None
+                self.X_mu = self.Z @ (self.Q.T @ (w / wsum))
+                self.mu = out["keep"][:, 0]
+        else:
+            out = self._side_or_krylov_pass("mspca-location-mean", side=(w / wsum)[:, None])
+            self.mu = out["side"][:, 0]
+
+    def _side_or_krylov_pass(self, name: str, **products: Any) -> dict[str, np.ndarray]:
+        if self.solver == "exact":
+            return self._pass(name, **products)
+        return self._krylov_pass(name, **products)
+
+    def _converge(
+        self, base: LowRank, base_terms: list[tuple[np.ndarray, np.ndarray, np.ndarray]]
+    ) -> tuple[_Spectrum, list[_Spectrum], float, float, float]:
+        prev: np.ndarray | None = None
+        while True:
+            spec = self._spectrum(base)
+            s2 = self._noise(spec.values, base_terms)
+            eps = rmt.invariance_threshold(self.n, self.c, s2, self.threshold_scale)
+            strength = rmt.knockoff_strength(spec.values[0], self.c, s2, self.knockoff_factor)
+            knock = [
+                self._spectrum(self._lowrank(base_terms + [self._knockoff_term(b, strength)]), base=base)
+                for b in range(self.B)
+            ]
+            if self.solver == "exact":
+                return spec, knock, strength, s2, eps
+            tol = self.tol if self.tol is not None else eps / 10
+            if self._krylov_settled(spec, knock, prev, s2, tol):
+                return spec, knock, strength, s2, eps
+            if self.executor.n_passes >= self.max_passes - 1:
+                warnings.warn(
+                    f"the randomized solver stopped at its pass budget ({self.max_passes}) with "
+                    f"an eigenvalue error bound of {self._worst_bound:.3g}, above the target "
+                    f"{tol:.3g}; the invariance check may be unreliable. Raise max_passes or use "
+                    f"solver='exact'.",
+                    ConvergenceWarning,
+                    stacklevel=4,
+                )
+                return spec, knock, strength, s2, eps
+            prev = spec.values
+            self._krylov_pass(f"mspca-pass-{self.executor.n_passes + 1}")
+
+    def _finish(
+        self,
+        spec: _Spectrum,
+        knock: list[_Spectrum],
+        base: LowRank,
+        base_terms: list[tuple[np.ndarray, np.ndarray, np.ndarray]],
+        strength: float,
+        s2: float,
+        eps: float,
+    ) -> dict[str, Any]:
+        n, K = self.n, self.K
+        edge = rmt.mp_edges(self.c, s2)[1]
+        margin = self.edge_margin * rmt.tracy_widom_scale(n, self.d, s2)
+        overlaps = np.stack([self._feature_overlaps(spec, sp, b, strength) for b, sp in enumerate(knock)])
+        check = check_invariance(
+            spec.values,
+            np.stack([sp.values for sp in knock]),
+            overlaps,
+            threshold=eps,
+            edge=edge,
+            margin=margin,
+            min_overlap=self.min_overlap,
+        )
+        if not np.any(check.candidate):
+            warnings.warn(
+                f"no eigenvalue is clearly above the Marchenko-Pastur edge {edge:.4g} (largest "
+                f"{spec.values[0]:.4g}, noise variance {s2:.4g}): there is no spike to keep or "
+                f"remove, and the result has no stable components.",
+                NoSpikeWarning,
+                stacklevel=3,
+            )
+        components, scores = self._output_pass(spec)
+        return dict(
+            eigenvalues=spec.values,
+            knockoff_eigenvalues_all=np.stack([sp.values for sp in knock]),
+            stable=check.stable,
+            candidate=check.candidate,
+            reasons=check.reasons,
+            displacement=check.displacement,
+            eigenvector_overlap=check.overlap,
+            eigenvalue_bounds=spec.bounds,
+            eigenvectors=components,
+            scores=scores,
+            location=self.mu,
+            noise_variance=s2,
+            threshold=eps,
+            knockoff_strength=strength,
+            mp_edge=edge,
+            n_samples=n,
+            n_features=self.d,
+        )
+
+    def _feature_overlaps(self, spec: _Spectrum, ko: _Spectrum, b: int, strength: float) -> np.ndarray:
+        """``|⟨ṽᵢ, v'ⱼ⟩|`` (K, K) between *feature-space* unit eigenvectors of both spectra.
+
+        Primal: the operator-space vectors are the feature-space ones.  Dual: with
+        ``ṽ = X̃ᵀũ/√(nλ̃)`` and ``v' = X̃'ᵀu'/√(nλ')``,
+        ``⟨ṽ, v'⟩ = (ũᵀ (n S̃) u' + (ũᵀ X̃m')(γ'ᵀu')) / (n √(λ̃λ'))`` where ``S̃ = X̃X̃ᵀ/n`` is the
+        base operator.
+        """
+        if not self.data.dual:
+            return np.abs(spec.vectors.T @ ko.vectors)
+        assert ko.op_vectors is not None and self.X_dirs is not None
+        scale = math.sqrt(strength / self.knockoff_weight)
+        Xm = scale * self.X_dirs[:, b]
+        if self.mu is not None:
+            Xm = Xm - scale * float(self.mu @ self.knock_dirs[:, b])
+        gamma = self.memberships[:, b]
+        inner = self.n * (spec.vectors.T @ ko.op_vectors) + np.outer(spec.vectors.T @ Xm, gamma @ ko.vectors)
+        norm = self.n * np.sqrt(np.outer(np.maximum(spec.values, 1e-300), np.maximum(ko.values, 1e-300)))
+        return np.clip(np.abs(inner / norm), 0.0, 1.0)
+
+    def _output_pass(self, spec: _Spectrum) -> tuple[np.ndarray, np.ndarray]:
+        """Big-side images of the final eigenvectors: sample scores (primal) or loadings (dual)."""
+        n = self.n
+        U = spec.vectors
+        if self.data.dual:
+            out = self._pass("mspca-output", keep=U)
+            XtU = out["keep"]  # (d, K)
+            if self.mu is not None:
+                XtU = XtU - np.outer(self.mu, U.sum(axis=0))
+            sing = np.sqrt(np.maximum(spec.values, 0) * n)
+            safe = np.where(sing > 0, sing, 1.0)
+            V = XtU / safe
+            V = V / np.maximum(np.linalg.norm(V, axis=0), 1e-300)
+            scores = U * sing
+        else:
+            V = U
+            out = self._pass("mspca-output", keep=V)
+            scores = out["keep"]
+            if self.mu is not None:
+                scores = scores - (self.mu @ V)[None, :]
+        Vf = flip_signs(V)
+        signs = np.sign(np.sum(Vf * V, axis=0))
+        signs[signs == 0] = 1
+        return Vf.T.copy(), scores * signs
