@@ -55,7 +55,7 @@ def fit(
     knockoff_weight: float = 1.0,
     knockoff_factor: float = 2.0,
     threshold_scale: float = 3.0,
-    min_overlap: float = 0.9,
+    min_overlap: float = 0.5,
     edge_margin: float = 4.0,
     tol: float | None = None,
     max_passes: int = 40,

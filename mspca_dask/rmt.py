@@ -166,7 +166,7 @@ def spike_forward(strength: ArrayLike, c: float, noise_variance: float = 1.0) ->
     if np.any(ell < 0):
         raise ValueError("spike strengths must be >= 0")
     sc = np.sqrt(c)
-    with np.errstate(divide="ignore", invalid="ignore"):
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         above = 1 + ell + c * (1 + ell) / ell
     return noise_variance * np.where(ell > sc, above, (1 + sc) ** 2)
 

@@ -1,0 +1,955 @@
+"""The result of a Mean-Shift PCA fit: :class:`MSPCAResult`, its Dataset schema and storage.
+
+An :class:`MSPCAResult` holds small NumPy arrays only (``K`` eigenpairs, ``B`` knockoffs,
+``n`` sample scores, ``d`` loadings); it never keeps a reference to the data.  It converts
+to and from an ``xarray.Dataset`` whose layout is declared once, in :data:`RESULT_VARIABLES`
+and :data:`RESULT_ATTRS` (in the spirit of sgkit's ``variables.py``), and every Dataset that
+goes out (:meth:`MSPCAResult.to_dataset`) or comes in (:meth:`MSPCAResult.from_dataset`) is
+validated against that declaration.  Storage goes through :mod:`mspca_dask.io`, which writes
+Zarr stores atomically and refuses incomplete ones.
+
+Samples are the observations (``n``, rows of the data), features the variables (``d``,
+columns).  Eigenpairs are indexed from 0 in descending order of eigenvalue everywhere
+(arrays, :meth:`MSPCAResult.summary`, :meth:`MSPCAResult.plot`).
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import numbers
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from .errors import DTypeError, InputError, ShapeError
+
+if TYPE_CHECKING:
+    import dask.array as da
+    import xarray as xr
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
+
+__all__ = [
+    "MSPCAResult",
+    "open_result",
+    "RESULT_VARIABLES",
+    "RESULT_ATTRS",
+    "SCHEMA_VERSION",
+    "VERDICTS",
+    "validate_result_dataset",
+]
+
+# --------------------------------------------------------------------------------------
+# Schema of the result Dataset (declared once; validated on the way out and in)
+# --------------------------------------------------------------------------------------
+
+#: Version of the Dataset layout below.  Bump it when a variable or attribute changes
+#: meaning; :meth:`MSPCAResult.from_dataset` refuses stores written by a newer layout.
+SCHEMA_VERSION = 1
+
+#: Placeholders in :data:`RESULT_VARIABLES` for the sample and feature dimension names,
+#: which the user chooses (``sample_dim`` / ``feature_dim`` of the source).
+SAMPLE_DIM = "{sample_dim}"
+FEATURE_DIM = "{feature_dim}"
+#: Fixed dimension names of the result.
+COMPONENT_DIM = "component"
+KNOCKOFF_DIM = "knockoff"
+
+#: The three verdicts of an eigenpair, in the order used for colours and legends.
+VERDICTS = ("stable", "mean shift", "bulk")
+
+_STRING_KINDS = "OUST"  # object (of str), fixed unicode/bytes, NumPy 2 StringDType
+
+
+@dataclass(frozen=True)
+class VariableSpec:
+    """Declaration of one variable of the result Dataset.
+
+    Attributes
+    ----------
+    dims : tuple of str
+        Dimension names, in order; :data:`SAMPLE_DIM` and :data:`FEATURE_DIM` stand for the
+        result's ``sample_dim`` and ``feature_dim``.
+    kind : str
+        Accepted NumPy dtype kinds (``"f"`` float, ``"b"`` bool, ``"OUST"`` strings).
+    required : bool
+        Whether every result has it (``location`` is absent when no location was
+        subtracted).
+    field : str
+        Name of the :class:`MSPCAResult` field it stores.
+    doc : str
+        What it holds.
+    """
+
+    dims: tuple[str, ...]
+    kind: str
+    required: bool
+    field: str
+    doc: str
+
+
+#: Every data variable of the result Dataset: name → dims, dtype kind, field, meaning.
+RESULT_VARIABLES: dict[str, VariableSpec] = {
+    "eigenvalue": VariableSpec(
+        (COMPONENT_DIM,), "f", True, "eigenvalues",
+        "Top-K eigenvalues of (X - location)ᵀ(X - location)/n, descending.",
+    ),
+    "knockoff_eigenvalue": VariableSpec(
+        (KNOCKOFF_DIM, COMPONENT_DIM), "f", True, "knockoff_eigenvalues_all",
+        "Top-K eigenvalues of each knockoff spectrum.",
+    ),
+    "stable": VariableSpec(
+        (COMPONENT_DIM,), "b", True, "stable",
+        "True for covariance (knockoff-invariant) eigenpairs.",
+    ),
+    "candidate": VariableSpec(
+        (COMPONENT_DIM,), "b", True, "candidate",
+        "True for eigenvalues clearly above the Marchenko-Pastur edge.",
+    ),
+    "reason": VariableSpec(
+        (COMPONENT_DIM,), _STRING_KINDS, True, "reasons",
+        "Why each eigenpair got its verdict, in words.",
+    ),
+    "displacement": VariableSpec(
+        (COMPONENT_DIM,), "f", True, "displacement",
+        "Median over knockoffs of |eigenvalue - matched knockoff eigenvalue|.",
+    ),
+    "eigenvector_overlap": VariableSpec(
+        (COMPONENT_DIM,), "f", True, "eigenvector_overlap",
+        "Median over knockoffs of |<eigenvector, matched knockoff eigenvector>|.",
+    ),
+    "eigenvalue_bound": VariableSpec(
+        (COMPONENT_DIM,), "f", True, "eigenvalue_bounds",
+        "Certified bound on the error of each eigenvalue (0 for the exact solver).",
+    ),
+    "eigenvector": VariableSpec(
+        (COMPONENT_DIM, FEATURE_DIM), "f", True, "eigenvectors",
+        "Unit eigenvectors (rows) of all top-K eigenpairs, deterministic signs.",
+    ),
+    "score": VariableSpec(
+        (SAMPLE_DIM, COMPONENT_DIM), "f", True, "scores",
+        "Sample scores (X - location) @ eigenvector.T on all top-K eigenpairs.",
+    ),
+    "location": VariableSpec(
+        (FEATURE_DIM,), "f", False, "location",
+        "Location subtracted from every sample before the analysis (absent: none).",
+    ),
+}
+
+
+@dataclass(frozen=True)
+class AttrSpec:
+    """Declaration of one attribute of the result Dataset.
+
+    Attributes
+    ----------
+    kind : {"float", "int", "str"}
+        Accepted Python kind (integers are accepted for ``"float"``; booleans never).
+    required : bool
+        Whether every result has it (``random_state`` is omitted when it is None).
+    doc : str
+        What it holds.
+    """
+
+    kind: str
+    required: bool
+    doc: str
+
+
+#: Every attribute of the result Dataset: name → kind, whether required, meaning.
+RESULT_ATTRS: dict[str, AttrSpec] = {
+    "noise_variance": AttrSpec("float", True, "Estimated noise variance σ² of the bulk."),
+    "threshold": AttrSpec("float", True, "Invariance radius ε on the eigenvalue scale."),
+    "knockoff_strength": AttrSpec("float", True, "Knockoff strength θ'²."),
+    "mp_edge": AttrSpec("float", True, "Marchenko-Pastur upper edge σ²(1 + √(d/n))²."),
+    "n_samples": AttrSpec("int", True, "Number of samples n."),
+    "n_features": AttrSpec("int", True, "Number of features d."),
+    "solver": AttrSpec("str", True, "Eigensolver used ('exact' or 'randomized')."),
+    "n_passes": AttrSpec("int", True, "Number of passes over the data."),
+    "random_state": AttrSpec("int", False, "Seed of the fit (omitted when None)."),
+    "params": AttrSpec("str", True, "All fit parameters, as a JSON object."),
+    "sample_dim": AttrSpec("str", True, "Name of the sample dimension."),
+    "feature_dim": AttrSpec("str", True, "Name of the feature dimension."),
+    "mspca_dask_version": AttrSpec("str", True, "Version of mspca_dask that wrote it."),
+    "mspca_schema_version": AttrSpec("int", True, "Version of this Dataset layout."),
+}
+
+#: Footnote of :meth:`MSPCAResult.summary`: the matched knockoff eigenvalue is not stored.
+_KNOCKOFF_NOTE = (
+    "knockoff = eigenvalue at the same index in the first knockoff spectrum (the matched "
+    "one may sit at another index); displacement and overlap are to the matched ones"
+)
+
+_FLOAT_ATTRS = tuple(k for k, v in RESULT_ATTRS.items() if v.kind == "float")
+
+
+def _resolve_dims(dims: tuple[str, ...], sample_dim: str, feature_dim: str) -> tuple[str, ...]:
+    return tuple(
+        sample_dim if d == SAMPLE_DIM else feature_dim if d == FEATURE_DIM else d for d in dims
+    )
+
+
+def validate_result_dataset(ds: xr.Dataset) -> None:
+    """Check that ``ds`` follows the result layout of :data:`RESULT_VARIABLES`.
+
+    Parameters
+    ----------
+    ds : xarray.Dataset
+        A Dataset made by :meth:`MSPCAResult.to_dataset` or read from a result store.
+
+    Raises
+    ------
+    InputError
+        A variable or attribute is missing, has the wrong dimensions or dtype, or the
+        layout was written by a newer version of mspca_dask.  The message names it.
+    DTypeError
+        ``ds`` is not an ``xarray.Dataset``.
+    """
+    import xarray as xr
+
+    if not isinstance(ds, xr.Dataset):
+        raise DTypeError(f"expected an xarray.Dataset (got {type(ds).__name__})")
+    attrs = ds.attrs
+    for name, aspec in RESULT_ATTRS.items():
+        if name not in attrs:
+            if aspec.required:
+                raise InputError(
+                    f"the result Dataset lacks the attribute {name!r} ({aspec.doc}); "
+                    "it was not written by MSPCAResult.to_dataset"
+                )
+            continue
+        value = attrs[name]
+        ok = {
+            "float": isinstance(value, numbers.Real) and not isinstance(value, bool),
+            "int": isinstance(value, numbers.Integral) and not isinstance(value, bool),
+            "str": isinstance(value, str),
+        }[aspec.kind]
+        if not ok:
+            raise InputError(
+                f"the result Dataset attribute {name!r} must be a {aspec.kind} "
+                f"(got {value!r} of type {type(value).__name__})"
+            )
+    version = int(attrs["mspca_schema_version"])
+    if version > SCHEMA_VERSION:
+        raise InputError(
+            f"the result Dataset has layout version {version}, newer than this mspca_dask "
+            f"understands ({SCHEMA_VERSION}); upgrade mspca_dask to read it"
+        )
+    sample_dim, feature_dim = attrs["sample_dim"], attrs["feature_dim"]
+    for name, spec in RESULT_VARIABLES.items():
+        if name not in ds.data_vars:
+            if spec.required:
+                raise InputError(
+                    f"the result Dataset lacks the variable {name!r} ({spec.doc})"
+                )
+            continue
+        var = ds[name]
+        dims = _resolve_dims(spec.dims, sample_dim, feature_dim)
+        if tuple(var.dims) != dims:
+            raise InputError(
+                f"the result variable {name!r} must have dims {dims} (got {tuple(var.dims)})"
+            )
+        if var.dtype.kind not in spec.kind:
+            raise InputError(
+                f"the result variable {name!r} must have a dtype of kind {spec.kind!r} "
+                f"(got {var.dtype})"
+            )
+    for dim, size in (("n_samples", sample_dim), ("n_features", feature_dim)):
+        if ds.sizes.get(size) != attrs[dim]:
+            raise InputError(
+                f"the result Dataset attribute {dim!r} = {attrs[dim]} does not match the "
+                f"size of its dimension {size!r} ({ds.sizes.get(size)})"
+            )
+
+
+# --------------------------------------------------------------------------------------
+# The result
+# --------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, eq=False, repr=False)
+class MSPCAResult:
+    """Result of :func:`mspca_dask.fit`: every eigenpair, its verdict, and provenance.
+
+    ``K`` is the number of computed eigenpairs, ``B`` the number of knockoffs, ``n`` the
+    number of samples and ``d`` the number of features.  Eigenpairs are in descending
+    order of eigenvalue.
+
+    Attributes
+    ----------
+    eigenvalues : (K,) ndarray
+        Top-K eigenvalues ``λ̃`` of the covariance ``(X - location)ᵀ(X - location)/n``.
+    knockoff_eigenvalues_all : (B, K) ndarray
+        Top-K eigenvalues ``λ'`` of each knockoff spectrum.
+    stable : (K,) bool ndarray
+        True for covariance eigenpairs (invariant under the knockoff).
+    candidate : (K,) bool ndarray
+        True for eigenvalues clearly above the Marchenko–Pastur edge (only those are
+        tested; the others are bulk).
+    reasons : (K,) object ndarray of str
+        Why each eigenpair got its verdict.
+    displacement : (K,) ndarray
+        Median over knockoffs of ``|λ̃ᵢ - λ'ⱼ|`` for the matched knockoff eigenvalue.
+    eigenvector_overlap : (K,) ndarray
+        Median over knockoffs of ``|⟨ũᵢ, u'ⱼ⟩|`` for the matched knockoff eigenvector.
+    eigenvalue_bounds : (K,) ndarray
+        Certified bound on the error of each eigenvalue (0 for the exact solver).
+    eigenvectors : (K, d) ndarray
+        Unit eigenvectors as rows, with deterministic signs.
+    scores : (n, K) ndarray
+        Sample scores ``(X - location) @ eigenvectors.T`` on all top-K eigenpairs.
+    location : (d,) ndarray or None
+        Location subtracted from every sample before the analysis; None when the data
+        were analysed as they are.
+    noise_variance : float
+        Estimated noise variance ``σ²`` of the bulk.
+    threshold : float
+        Invariance radius ``ε`` on the eigenvalue scale.
+    knockoff_strength : float
+        Knockoff strength ``θ'²``.
+    mp_edge : float
+        Marchenko–Pastur upper edge ``σ²(1 + √(d/n))²``.
+    n_samples, n_features : int
+        ``n`` and ``d``.
+    solver : str
+        Eigensolver used (``"exact"`` or ``"randomized"``).
+    n_passes : int
+        Number of passes over the data.
+    random_state : int or None
+        Seed of the fit.
+    params : dict
+        All fit parameters, JSON-serialisable, for provenance.
+    sample_coords : (n,) ndarray or None
+        Labels of the samples, if the source had them.
+    feature_coords : (d,) ndarray or None
+        Labels of the features, if the source had them.
+    sample_dim, feature_dim : str
+        Names of the sample and feature dimensions.
+
+    Notes
+    -----
+    Mean-Shift PCA by Knockoff Mean keeps the eigenpairs whose eigenvalue stays within
+    ``ε`` of an eigenvalue of the knockoff matrix ``(X + γ'm'ᵀ)ᵀ(X + γ'm'ᵀ)/n`` (and whose
+    eigenvector stays put): those are covariance principal components
+    (:attr:`components`); eigenpairs above the edge that move are caused by a mean shift
+    of a minority of samples (:attr:`mean_shift_components`).
+
+    The class is a frozen dataclass compared by identity (NumPy fields have no single
+    truth value); compare fields with :func:`numpy.testing.assert_array_equal`.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> res = MSPCAResult(
+    ...     eigenvalues=np.array([9.0, 6.0, 3.0]),
+    ...     knockoff_eigenvalues_all=np.array([[9.01, 4.0, 3.1]]),
+    ...     stable=np.array([True, False, False]),
+    ...     candidate=np.array([True, True, False]),
+    ...     reasons=np.array(["stable", "mean shift", "bulk"], dtype=object),
+    ...     displacement=np.array([0.01, 2.0, 0.1]),
+    ...     eigenvector_overlap=np.array([1.0, 0.3, 0.9]),
+    ...     eigenvalue_bounds=np.zeros(3),
+    ...     eigenvectors=np.eye(3, 4),
+    ...     scores=np.zeros((5, 3)),
+    ...     location=None,
+    ...     noise_variance=1.0, threshold=0.1, knockoff_strength=5.0, mp_edge=3.2,
+    ...     n_samples=5, n_features=4, solver="exact", n_passes=1, random_state=0,
+    ...     params={},
+    ... )
+    >>> res
+    MSPCAResult(n_samples=5, n_features=4, n_components=3, n_stable=1)
+    >>> res.verdicts.tolist()
+    ['stable', 'mean shift', 'bulk']
+    >>> res.transform(np.ones((2, 4))).tolist()
+    [[1.0], [1.0]]
+    """
+
+    eigenvalues: np.ndarray
+    knockoff_eigenvalues_all: np.ndarray
+    stable: np.ndarray
+    candidate: np.ndarray
+    reasons: np.ndarray
+    displacement: np.ndarray
+    eigenvector_overlap: np.ndarray
+    eigenvalue_bounds: np.ndarray
+    eigenvectors: np.ndarray
+    scores: np.ndarray
+    location: np.ndarray | None
+    noise_variance: float
+    threshold: float
+    knockoff_strength: float
+    mp_edge: float
+    n_samples: int
+    n_features: int
+    solver: str
+    n_passes: int
+    random_state: int | None
+    params: dict[str, Any] = field(default_factory=dict)
+    sample_coords: np.ndarray | None = None
+    feature_coords: np.ndarray | None = None
+    sample_dim: str = "samples"
+    feature_dim: str = "features"
+
+    # ---------------------------------------------------------------- validation
+    def __post_init__(self) -> None:
+        # Shapes are checked here once, so every method below may rely on them.
+        ev = np.asarray(self.eigenvalues)
+        if ev.ndim != 1:
+            raise ShapeError(f"eigenvalues must be 1-D, shaped (K,) (got shape {ev.shape})")
+        K, n, d = ev.shape[0], int(self.n_samples), int(self.n_features)
+        if np.ndim(self.knockoff_eigenvalues_all) != 2:
+            raise ShapeError(
+                "knockoff_eigenvalues_all must be 2-D, shaped (B, K) "
+                f"(got shape {np.shape(self.knockoff_eigenvalues_all)})"
+            )
+        B = np.shape(self.knockoff_eigenvalues_all)[0]
+        expected: dict[str, tuple[int, ...] | None] = {
+            "knockoff_eigenvalues_all": (B, K),
+            "stable": (K,),
+            "candidate": (K,),
+            "reasons": (K,),
+            "displacement": (K,),
+            "eigenvector_overlap": (K,),
+            "eigenvalue_bounds": (K,),
+            "eigenvectors": (K, d),
+            "scores": (n, K),
+            "location": (d,),
+            "sample_coords": (n,),
+            "feature_coords": (d,),
+        }
+        for name, shape in expected.items():
+            value = getattr(self, name)
+            if value is None and name in ("location", "sample_coords", "feature_coords"):
+                continue
+            if np.shape(value) != shape:
+                raise ShapeError(
+                    f"{name} must have shape {shape} with K = {K} eigenpairs, "
+                    f"n_samples = {n}, n_features = {d} (got shape {np.shape(value)})"
+                )
+        for name in ("stable", "candidate"):
+            if np.asarray(getattr(self, name)).dtype.kind != "b":
+                raise DTypeError(
+                    f"{name} must be a boolean array (got dtype "
+                    f"{np.asarray(getattr(self, name)).dtype})"
+                )
+        dims = (self.sample_dim, self.feature_dim)
+        if not all(isinstance(x, str) for x in dims) or len(set(dims)) != 2 or set(dims) & {
+            COMPONENT_DIM,
+            KNOCKOFF_DIM,
+        }:
+            raise InputError(
+                f"sample_dim and feature_dim must be two different strings other than "
+                f"{COMPONENT_DIM!r} and {KNOCKOFF_DIM!r} (got {dims})"
+            )
+
+    # ---------------------------------------------------------------- properties
+    @property
+    def n_components(self) -> int:
+        """Number ``K`` of computed eigenpairs (stable, mean-shift and bulk)."""
+        return int(np.shape(self.eigenvalues)[0])
+
+    @property
+    def n_knockoffs(self) -> int:
+        """Number ``B`` of knockoffs."""
+        return int(np.shape(self.knockoff_eigenvalues_all)[0])
+
+    @property
+    def n_stable(self) -> int:
+        """Number of stable (covariance) eigenpairs."""
+        return int(np.count_nonzero(self.stable))
+
+    @property
+    def knockoff_eigenvalues(self) -> np.ndarray:
+        """(K,) ndarray: eigenvalues of the first knockoff spectrum (NaN if ``B = 0``)."""
+        if self.n_knockoffs == 0:
+            return np.full(self.n_components, np.nan)
+        return np.asarray(self.knockoff_eigenvalues_all)[0]
+
+    @property
+    def explained_variance(self) -> np.ndarray:
+        """(K,) ndarray: alias of :attr:`eigenvalues` (scikit-learn's name)."""
+        return self.eigenvalues
+
+    @property
+    def components(self) -> np.ndarray:
+        """(n_stable, d) ndarray: the stable (covariance) eigenvectors, as rows."""
+        return np.asarray(self.eigenvectors)[np.asarray(self.stable)]
+
+    @property
+    def mean_shift_components(self) -> np.ndarray:
+        """(n_mean_shift, d) ndarray: eigenvectors above the edge that the knockoff moved."""
+        mask = ~np.asarray(self.stable) & np.asarray(self.candidate)
+        return np.asarray(self.eigenvectors)[mask]
+
+    @property
+    def verdicts(self) -> np.ndarray:
+        """(K,) str ndarray: ``"stable"``, ``"mean shift"`` or ``"bulk"`` per eigenpair."""
+        stable, candidate = np.asarray(self.stable), np.asarray(self.candidate)
+        return np.where(stable, VERDICTS[0], np.where(candidate, VERDICTS[1], VERDICTS[2]))
+
+    # ---------------------------------------------------------------- transform
+    def transform(
+        self, source: Any, *, variable: str | None = None, sample_dim: str = "samples"
+    ) -> np.ndarray | da.Array | xr.DataArray:
+        """Scores of new samples on the stable components.
+
+        Parameters
+        ----------
+        source : array, xarray object, str or os.PathLike
+            Samples shaped ``(n_new, d)``: a NumPy array, a Dask array, an
+            ``xarray.DataArray`` or ``Dataset`` (with ``variable`` and ``sample_dim``), or
+            the path or URL of a Zarr store — anything :func:`mspca_dask.io.open_source`
+            opens.
+        variable : str, optional
+            Variable of a Dataset or Zarr group.
+        sample_dim : str, default "samples"
+            Name of the sample dimension of an xarray or Zarr source.
+
+        Returns
+        -------
+        scores : ndarray, dask.array.Array or xarray.DataArray
+            ``(source - location) @ components.T``, shaped ``(n_new, n_stable)``: a NumPy
+            array for NumPy input and for a Zarr path (computed), a lazy Dask array for
+            Dask input, and a DataArray with dims ``(sample_dim, "component")`` for
+            xarray input (lazy if the input is).  Its ``component`` coordinate holds the
+            indices of the stable eigenpairs among all ``K``.
+
+        Raises
+        ------
+        ShapeError
+            The source does not have ``d`` features (or is not 2-D).
+        InputError
+            Both the source and the result carry feature labels and they differ (the
+            features are in another order, or are other features).
+        """
+        import dask.array as da
+        import xarray as xr
+
+        from .io import open_source
+
+        is_xarray = isinstance(source, (xr.DataArray, xr.Dataset))
+        is_path = isinstance(source, (str, os.PathLike))
+        src = open_source(source, variable=variable, sample_dim=sample_dim)
+        if src.n_features != self.n_features:
+            raise ShapeError(
+                f"the source has {src.n_features} features but the result was fitted on "
+                f"{self.n_features}; transform needs data with the same features, in the "
+                f"same order ({src.description})"
+            )
+        if src.feature_coords is not None and self.feature_coords is not None and not (
+            np.array_equal(np.asarray(src.feature_coords), np.asarray(self.feature_coords))
+        ):
+            raise InputError(
+                f"the feature labels of the source ({src.description}) differ from those "
+                "the result was fitted on; select and order them first, e.g. "
+                f"data.sel({src.feature_dim}=result.feature_coords)"
+            )
+        comps = self.components
+        loc = None if self.location is None else np.asarray(self.location)
+        if not (is_xarray or is_path or isinstance(source, da.Array)):
+            # NumPy (or array-like) in, NumPy out: no graph for a small in-memory product.
+            X = np.asarray(source, dtype=src.data.dtype)
+            return (X if loc is None else X - loc) @ comps.T
+        # Subtracting first (rather than ``X @ C.T - location @ C.T``) avoids cancellation
+        # when the location is large next to the spread (uncentred genotypes); the
+        # subtraction is blockwise and fuses with the product, so it costs no pass.
+        data = src.data
+        scores = (data if loc is None else data - loc) @ comps.T
+        if is_path:
+            return np.asarray(scores.compute())
+        if not is_xarray:
+            return scores
+        if not _xarray_is_lazy(source, variable):
+            scores = scores.compute()
+        coords: dict[str, Any] = {COMPONENT_DIM: np.flatnonzero(np.asarray(self.stable))}
+        if src.sample_coords is not None:
+            coords[src.sample_dim] = src.sample_coords
+        return xr.DataArray(
+            scores, dims=(src.sample_dim, COMPONENT_DIM), coords=coords, name="score"
+        )
+
+    # ---------------------------------------------------------------- xarray / zarr
+    def to_dataset(self) -> xr.Dataset:
+        """The result as an ``xarray.Dataset`` (layout :data:`RESULT_VARIABLES`).
+
+        Returns
+        -------
+        xarray.Dataset
+            Dims ``component`` (K, with an integer coordinate 0..K-1), ``knockoff`` (B),
+            ``sample_dim`` (n) and ``feature_dim`` (d), with the sample and feature labels
+            as coordinates when known.  Scalars are attributes; ``params`` is a JSON
+            string; ``random_state`` is omitted when None.
+
+        Raises
+        ------
+        InputError
+            ``params`` is not JSON-serialisable.
+        """
+        import xarray as xr
+
+        import mspca_dask
+
+        data_vars: dict[str, Any] = {}
+        for name, spec in RESULT_VARIABLES.items():
+            value = getattr(self, spec.field)
+            if value is None:
+                continue
+            dims = _resolve_dims(spec.dims, self.sample_dim, self.feature_dim)
+            data_vars[name] = (dims, np.asarray(value), {"description": spec.doc})
+        coords: dict[str, Any] = {COMPONENT_DIM: np.arange(self.n_components)}
+        if self.sample_coords is not None:
+            coords[self.sample_dim] = np.asarray(self.sample_coords)
+        if self.feature_coords is not None:
+            coords[self.feature_dim] = np.asarray(self.feature_coords)
+        try:
+            params_json = json.dumps(self.params, default=_json_default, allow_nan=True)
+        except (TypeError, ValueError) as exc:
+            raise InputError(f"params must be JSON-serialisable: {exc}") from exc
+        attrs: dict[str, Any] = {name: float(getattr(self, name)) for name in _FLOAT_ATTRS}
+        attrs.update(
+            n_samples=int(self.n_samples),
+            n_features=int(self.n_features),
+            solver=str(self.solver),
+            n_passes=int(self.n_passes),
+            params=params_json,
+            sample_dim=self.sample_dim,
+            feature_dim=self.feature_dim,
+            mspca_dask_version=str(mspca_dask.__version__),
+            mspca_schema_version=SCHEMA_VERSION,
+        )
+        if self.random_state is not None:
+            attrs["random_state"] = int(self.random_state)
+        ds = xr.Dataset(data_vars, coords=coords, attrs=attrs)
+        validate_result_dataset(ds)
+        return ds
+
+    @classmethod
+    def from_dataset(cls, ds: xr.Dataset) -> MSPCAResult:
+        """Rebuild a result from :meth:`to_dataset`'s Dataset (or a stored copy of it).
+
+        Parameters
+        ----------
+        ds : xarray.Dataset
+            A result Dataset; lazy variables are loaded.
+
+        Returns
+        -------
+        MSPCAResult
+            Equal field by field to the result that made ``ds``.  Strings read from a Zarr
+            store (reasons, string labels) come back as object arrays of ``str``; ``params``
+            comes back through JSON (tuples become lists).
+
+        Raises
+        ------
+        InputError
+            ``ds`` does not follow the result layout; the message names the variable or
+            attribute at fault.
+        """
+        validate_result_dataset(ds)
+        attrs = ds.attrs
+        fields: dict[str, Any] = {}
+        for name, spec in RESULT_VARIABLES.items():
+            if name not in ds.data_vars:
+                fields[spec.field] = None
+                continue
+            value = np.asarray(ds[name].values)
+            if spec.kind == _STRING_KINDS:
+                value = _as_str_objects(value)
+            fields[spec.field] = value
+        sample_dim, feature_dim = attrs["sample_dim"], attrs["feature_dim"]
+        try:
+            params = json.loads(attrs["params"])
+        except ValueError as exc:
+            raise InputError(f"the result attribute 'params' is not valid JSON: {exc}") from exc
+        if not isinstance(params, dict):
+            raise InputError(
+                f"the result attribute 'params' must be a JSON object (got {type(params).__name__})"
+            )
+        rs = attrs.get("random_state")
+        fields.update({name: float(attrs[name]) for name in _FLOAT_ATTRS})
+        return cls(
+            **fields,
+            n_samples=int(attrs["n_samples"]),
+            n_features=int(attrs["n_features"]),
+            solver=str(attrs["solver"]),
+            n_passes=int(attrs["n_passes"]),
+            random_state=None if rs is None else int(rs),
+            params=params,
+            sample_coords=_coord(ds, sample_dim),
+            feature_coords=_coord(ds, feature_dim),
+            sample_dim=sample_dim,
+            feature_dim=feature_dim,
+        )
+
+    def to_zarr(self, path: str | os.PathLike[str], *, overwrite: bool = False) -> str:
+        """Write the result atomically to a Zarr store.
+
+        Parameters
+        ----------
+        path : str or os.PathLike
+            Local path or fsspec URL of the store to create.
+        overwrite : bool, default False
+            Replace an existing store at ``path``.
+
+        Returns
+        -------
+        str
+            The path (absolute for a local store) or URL written.
+
+        Raises
+        ------
+        ResultExistsError
+            Something exists at ``path`` and ``overwrite`` is False.
+
+        Notes
+        -----
+        The store is written under a temporary name and renamed into place once marked
+        complete, so a crash never leaves a complete-looking result
+        (:func:`mspca_dask.io.write_dataset_atomic`).  Read it with :func:`open_result`.
+        """
+        from .io import write_dataset_atomic
+
+        return write_dataset_atomic(self.to_dataset(), path, overwrite=overwrite)
+
+    # ---------------------------------------------------------------- display
+    def _table_rows(self) -> list[tuple[str, ...]]:
+        knock = self.knockoff_eigenvalues
+        verdicts = self.verdicts
+        return [
+            (
+                str(i),
+                f"{self.eigenvalues[i]:.6g}",
+                f"{knock[i]:.6g}",
+                f"{self.displacement[i]:.3g}",
+                f"{self.eigenvector_overlap[i]:.3f}",
+                f"{self.eigenvalue_bounds[i]:.2g}",
+                str(verdicts[i]),
+                str(self.reasons[i]),
+            )
+            for i in range(self.n_components)
+        ]
+
+    _TABLE_HEADER = (
+        "#", "eigenvalue", "knockoff", "displacement", "overlap", "bound", "verdict", "reason",
+    )
+
+    def _header_lines(self) -> list[str]:
+        return [
+            f"n = {self.n_samples} samples, d = {self.n_features} features, "
+            f"K = {self.n_components} eigenpairs ({self.n_stable} stable, "
+            f"{len(self.mean_shift_components)} mean shift), B = {self.n_knockoffs} knockoffs",
+            f"noise variance σ² = {self.noise_variance:.6g}, "
+            f"Marchenko–Pastur edge = {self.mp_edge:.6g}",
+            f"threshold ε = {self.threshold:.4g}, knockoff strength θ'² = "
+            f"{self.knockoff_strength:.4g}",
+            f"solver = {self.solver}, passes = {self.n_passes}, "
+            f"random_state = {self.random_state}",
+        ]
+
+    def summary(self) -> str:
+        """A plain-text table: one row per eigenpair, under a few header lines.
+
+        Returns
+        -------
+        str
+            Header lines (n, d, noise variance, Marchenko–Pastur edge, threshold ε,
+            knockoff strength θ'², solver, passes), then per eigenpair: index, eigenvalue,
+            first knockoff's eigenvalue at the same index, displacement, eigenvector
+            overlap, eigenvalue error bound, verdict and reason.
+        """
+        rows = [self._TABLE_HEADER, *self._table_rows()]
+        ncol = len(self._TABLE_HEADER)
+        widths = [max(len(r[j]) for r in rows) for j in range(ncol - 1)]
+        lines = ["MSPCAResult", *self._header_lines(), _KNOCKOFF_NOTE, ""]
+        for k, row in enumerate(rows):
+            cells = [
+                row[j].ljust(widths[j]) if j in (0, ncol - 2) else row[j].rjust(widths[j])
+                for j in range(ncol - 1)
+            ]
+            lines.append("  ".join([*cells, row[-1]]).rstrip())
+            if k == 0:
+                lines.append("  ".join("-" * w for w in widths) + "  " + "-" * 6)
+        return "\n".join(lines)
+
+    def __repr__(self) -> str:
+        return (
+            f"{type(self).__name__}(n_samples={self.n_samples}, n_features={self.n_features}, "
+            f"n_components={self.n_components}, n_stable={self.n_stable})"
+        )
+
+    def _repr_html_(self) -> str:
+        esc = html.escape
+        header = "<br>".join(esc(line) for line in [*self._header_lines(), _KNOCKOFF_NOTE])
+        head = "".join(f"<th>{esc(h)}</th>" for h in self._TABLE_HEADER)
+        body = "".join(
+            "<tr>"
+            + "".join(
+                f'<td style="text-align:{"left" if j >= 6 else "right"}">{esc(c)}</td>'
+                for j, c in enumerate(row)
+            )
+            + "</tr>"
+            for row in self._table_rows()
+        )
+        return (
+            f"<div><strong>{esc(type(self).__name__)}</strong><br>{header}"
+            f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>"
+        )
+
+    # ---------------------------------------------------------------- plot
+    def plot(self, ax: Axes | None = None) -> Figure:
+        """Eigenvalues, their knockoff counterparts and the Marchenko–Pastur edge.
+
+        Parameters
+        ----------
+        ax : matplotlib.axes.Axes, optional
+            Axes to draw on; a new Figure (not registered with pyplot) is made otherwise.
+
+        Returns
+        -------
+        matplotlib.figure.Figure
+            The figure drawn on.  Eigenvalues are filled markers coloured by verdict,
+            every knockoff's eigenvalues hollow markers joined to them by vertical
+            segments; a dashed line marks the Marchenko–Pastur edge and a shaded band
+            ``±ε`` surrounds each stable eigenvalue.
+
+        Raises
+        ------
+        ImportError
+            matplotlib is not installed.
+        """
+        try:
+            from matplotlib.figure import Figure
+        except ImportError as exc:  # pragma: no cover - depends on the environment
+            raise ImportError(
+                "MSPCAResult.plot needs matplotlib: pip install mspca-dask[plot]"
+            ) from exc
+
+        if ax is None:
+            fig = Figure(figsize=(6.4, 4.0), layout="constrained")
+            ax = fig.add_subplot()
+        else:
+            fig = _root_figure(ax)
+        x = np.arange(self.n_components)
+        ev = np.asarray(self.eigenvalues, dtype=float)
+        knock = np.asarray(self.knockoff_eigenvalues_all, dtype=float)
+        verdicts = self.verdicts
+        colours = {"stable": "tab:blue", "mean shift": "tab:red", "bulk": "tab:gray"}
+
+        eps = float(self.threshold)
+        for k, j in enumerate(np.flatnonzero(np.asarray(self.stable))):
+            ax.fill_between(
+                [j - 0.3, j + 0.3], ev[j] - eps, ev[j] + eps,
+                color=colours["stable"], alpha=0.2, linewidth=0,
+                label="±ε around stable eigenvalues" if k == 0 else None,
+            )
+        for b in range(knock.shape[0]):
+            ax.vlines(x, ev, knock[b], colors="0.6", linewidth=1.0, zorder=1)
+        if knock.shape[0]:
+            ax.scatter(
+                np.repeat(x[None, :], knock.shape[0], axis=0).ravel(), knock.ravel(),
+                facecolors="none", edgecolors="0.3", marker="o", s=36, zorder=2,
+                label="knockoff eigenvalues",
+            )
+        for verdict in VERDICTS:
+            mask = verdicts == verdict
+            if mask.any():
+                ax.scatter(
+                    x[mask], ev[mask], color=colours[verdict], marker="o", s=36, zorder=3,
+                    label=verdict,
+                )
+        ax.axhline(
+            float(self.mp_edge), color="black", linestyle="--", linewidth=1.0,
+            label="Marchenko–Pastur edge",
+        )
+        ax.set_xticks(x)
+        ax.set_xlabel("eigenpair")
+        ax.set_ylabel("eigenvalue")
+        ax.set_title(f"MS-PCA: {self.n_stable} stable of {self.n_components} eigenpairs")
+        ax.legend(loc="best", fontsize="small")
+        return fig
+
+
+def open_result(path: str | os.PathLike[str]) -> MSPCAResult:
+    """Read a result written by :meth:`MSPCAResult.to_zarr`.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        Local path or fsspec URL of the store.
+
+    Returns
+    -------
+    MSPCAResult
+
+    Raises
+    ------
+    SourceNotFoundError
+        Nothing is stored at ``path``.
+    InputError
+        The store is incomplete (an interrupted write) or is not a result store.
+    """
+    from .io import open_dataset_checked
+
+    return MSPCAResult.from_dataset(open_dataset_checked(path))
+
+
+# --------------------------------------------------------------------------------------
+# Helpers
+# --------------------------------------------------------------------------------------
+
+
+def _json_default(obj: Any) -> Any:
+    """JSON encoding of the NumPy values and paths that fit parameters may hold."""
+    if isinstance(obj, np.generic):
+        return obj.item()
+    if isinstance(obj, np.ndarray):
+        return obj.tolist()
+    if isinstance(obj, os.PathLike):
+        return os.fspath(obj)
+    if isinstance(obj, Mapping):
+        return dict(obj)
+    raise TypeError(f"object of type {type(obj).__name__} is not JSON-serialisable: {obj!r}")
+
+
+def _as_str_objects(values: np.ndarray) -> np.ndarray:
+    """An object array of Python ``str`` (what the fit produces) from any string array."""
+    out = np.empty(values.shape, dtype=object)
+    for idx, v in np.ndenumerate(values):
+        out[idx] = v.decode("utf-8") if isinstance(v, bytes) else str(v)
+    return out
+
+
+def _coord(ds: xr.Dataset, dim: str) -> np.ndarray | None:
+    if dim not in ds.coords:
+        return None
+    values = np.asarray(ds.coords[dim].values)
+    if values.dtype.kind == "T":
+        # NumPy's StringDType (how zarr reads format 3 strings) is not understood
+        # everywhere yet; object arrays of str are.
+        values = values.astype(object)
+    return values
+
+
+def _xarray_is_lazy(source: xr.DataArray | xr.Dataset, variable: str | None) -> bool:
+    import xarray as xr
+
+    if isinstance(source, xr.DataArray):
+        return source.chunks is not None
+    if variable is not None and variable in source:
+        return source[variable].chunks is not None
+    return any(v.chunks is not None for v in source.data_vars.values())
+
+
+def _root_figure(ax: Axes) -> Figure:
+    """The top-level Figure of ``ax`` (``ax.figure`` may be a SubFigure)."""
+    try:
+        fig: Any = ax.get_figure(root=True)  # matplotlib >= 3.10
+    except TypeError:  # pragma: no cover - older matplotlib
+        fig = ax.figure
+        while getattr(fig, "figure", fig) is not fig:
+            fig = fig.figure
+    return fig  # type: ignore[no-any-return]

@@ -1,0 +1,332 @@
+"""mspca_dask.fit against a dense NumPy reference, across solvers, orientations and sources."""
+
+from __future__ import annotations
+
+import math
+
+import dask
+import dask.array as da
+import numpy as np
+import pytest
+import xarray as xr
+import zarr
+
+import mspca_dask
+from mspca_dask import rmt
+from mspca_dask.matching import check_invariance
+from mspca_dask.testing import alignment, make_spiked_mixture, paper_setting
+
+
+def reference_mspca(X, K, *, location, random_state, B=5, weight=1.0, factor=2.0, C=3.0, min_overlap=0.5, margin=4.0):
+    """Dense MS-PCA that materialises every knockoff matrix (no low-rank algebra)."""
+    n, d = X.shape
+    c = d / n
+    Xl = X - location[None, :] if location is not None else X.copy()
+    _sketch, s_dir, s_memb = np.random.SeedSequence(random_state).spawn(3)
+    dirs = np.random.default_rng(s_dir).standard_normal((d, B))
+    dirs /= np.linalg.norm(dirs, axis=0)
+    memb = np.ones((n, B))
+    if weight < 1:
+        rng = np.random.default_rng(s_memb)
+        memb = np.zeros((n, B))
+        k = max(1, round(weight * n))
+        for b in range(B):
+            memb[rng.choice(n, size=k, replace=False), b] = 1
+    w, V = np.linalg.eigh(Xl.T @ Xl / n)
+    lam, U = w[::-1][:K], V[:, ::-1][:, :K]
+    s2 = rmt.estimate_noise_variance(float(np.sum(Xl**2)) / n, lam, n, d)
+    eps = rmt.invariance_threshold(n, c, s2, C)
+    t2 = rmt.knockoff_strength(lam[0], c, s2, factor)
+    knock, ovs = [], []
+    for b in range(B):
+        Xk = Xl + np.outer(memb[:, b], math.sqrt(t2 / weight) * dirs[:, b])
+        wk, Vk = np.linalg.eigh(Xk.T @ Xk / n)
+        knock.append(wk[::-1][:K])
+        ovs.append(np.abs(U.T @ Vk[:, ::-1][:, :K]))
+    edge = rmt.mp_edges(c, s2)[1]
+    chk = check_invariance(lam, np.array(knock), np.array(ovs), threshold=eps, edge=edge,
+                           margin=margin * rmt.tracy_widom_scale(n, d, s2), min_overlap=min_overlap)
+    return dict(eigenvalues=lam, knockoff=np.array(knock), stable=chk.stable, vectors=U, scores=Xl @ U, s2=s2, eps=eps, t2=t2)
+
+
+def _align_signs(A, B):
+    """Flip columns of B (K columns) to agree with A."""
+    s = np.sign(np.sum(A * B, axis=0))
+    s[s == 0] = 1
+    return B * s
+
+
+@pytest.fixture(scope="module")
+def small():
+    return paper_setting(pi1=0.1, n_samples=400, n_features=200, random_state=3)
+
+
+@pytest.mark.parametrize("solver", ["exact", "randomized"])
+@pytest.mark.parametrize("orientation", ["primal", "dual"])
+@pytest.mark.parametrize("location", ["none", "given", "auto"])
+def test_fit__matches_dense_reference(small, solver, orientation, location):
+    X = small.to_numpy()
+    # Row chunks spanning all features -> primal; column chunks spanning all samples -> dual.
+    chunks = (100, -1) if orientation == "primal" else (-1, 50)
+    loc = {"none": None, "given": X[small.membership == 0].mean(axis=0), "auto": "auto"}[location]
+    res = mspca_dask.fit(da.from_array(X, chunks=chunks), n_components=6, location=loc, solver=solver, random_state=11)
+    ref_loc = None if location == "none" else (loc if location == "given" else res.location)
+    ref = reference_mspca(X, 6, location=ref_loc, random_state=11)
+    spikes = ref["eigenvalues"] > rmt.mp_edges(X.shape[1] / X.shape[0], ref["s2"])[1]
+    assert spikes.sum() >= 2
+    assert res.stable.tolist() == ref["stable"].tolist()
+    V = res.eigenvectors.T[:, spikes]
+    if solver == "exact":
+        np.testing.assert_allclose(res.eigenvalues[spikes], ref["eigenvalues"][spikes], rtol=1e-8)
+        np.testing.assert_allclose(res.knockoff_eigenvalues_all[:, spikes], ref["knockoff"][:, spikes], rtol=1e-8)
+        np.testing.assert_allclose(V, _align_signs(V, ref["vectors"][:, spikes]), atol=1e-6)
+        np.testing.assert_allclose(res.scores[:, spikes], _align_signs(res.scores[:, spikes], ref["scores"][:, spikes]), atol=1e-6)
+    else:
+        # The certificate is the contract: the true error is within the reported bound, and
+        # the bound is within a tenth of the invariance threshold.
+        err = np.abs(res.eigenvalues[spikes] - ref["eigenvalues"][spikes])
+        assert np.all(err <= res.eigenvalue_bounds[spikes] + 1e-12)
+        assert np.all(res.eigenvalue_bounds[spikes] <= res.threshold / 10)
+        np.testing.assert_allclose(res.knockoff_eigenvalues_all[:, spikes], ref["knockoff"][:, spikes], atol=res.threshold / 10)
+        cos = np.abs(np.sum(V * ref["vectors"][:, spikes], axis=0))
+        assert np.all(cos > 1 - 1e-4)
+    assert res.noise_variance == pytest.approx(ref["s2"], rel=1e-5)
+    if location == "none":
+        assert res.location is None
+    else:
+        assert res.location.shape == (X.shape[1],)
+
+
+def test_fit__paper_setting_defaults_return_the_clean_covariance_pc():
+    model = paper_setting(pi1=0.1, random_state=5)
+    res = mspca_dask.fit(model.to_numpy(), n_components=10, random_state=0)
+    truth = model.clean_top_eigenvectors(1)[:, 0]
+    assert res.components.shape[1] == model.n_features
+    assert alignment(res.components[0], truth) > 0.95
+    # The contamination is recognised as a mean-shift component aligned with its direction.
+    assert len(res.mean_shift_components) >= 1
+    shift = model.mean_shift_vectors[:, 0]
+    assert alignment(res.mean_shift_components[0], shift) > 0.8
+    # Plain PCA's first component is the mean shift, not the covariance PC.
+    assert np.argmax(res.eigenvalues) == 0 and not res.stable[0]
+    assert res.scores.shape == (model.n_samples, 10)
+    assert all(isinstance(r, str) and r for r in res.reasons)
+
+
+@pytest.mark.parametrize("solver", ["exact", "randomized"])
+def test_fit__does_not_depend_on_chunking(small, solver):
+    X = small.to_numpy()
+    a = mspca_dask.fit(da.from_array(X, chunks=(100, -1)), n_components=5, solver=solver)
+    b = mspca_dask.fit(da.from_array(X, chunks=((37, 163, 200), (120, 80))), n_components=5, solver=solver)
+    np.testing.assert_allclose(a.eigenvalues, b.eigenvalues, rtol=1e-10)
+    np.testing.assert_allclose(a.knockoff_eigenvalues_all, b.knockoff_eigenvalues_all, rtol=1e-10)
+    np.testing.assert_array_equal(a.stable, b.stable)
+    np.testing.assert_allclose(a.eigenvectors, b.eigenvectors, atol=1e-8)
+
+
+def test_fit__same_seed_same_result_and_scaled_data_scale_eigenvalues(small):
+    X = small.to_numpy()
+    a = mspca_dask.fit(X, n_components=5, random_state=4)
+    b = mspca_dask.fit(X, n_components=5, random_state=4)
+    np.testing.assert_array_equal(a.eigenvalues, b.eigenvalues)
+    np.testing.assert_array_equal(a.knockoff_eigenvalues_all, b.knockoff_eigenvalues_all)
+    # Real data do not have unit noise: everything is read on the λ/σ² scale.
+    c = mspca_dask.fit(3.0 * X, n_components=5, random_state=4)
+    np.testing.assert_allclose(c.eigenvalues, 9 * a.eigenvalues, rtol=1e-8)
+    assert c.noise_variance == pytest.approx(9 * a.noise_variance, rel=1e-8)
+    np.testing.assert_array_equal(c.stable, a.stable)
+
+
+class CountingReads:
+    """Counts how often each chunk of a generated array is produced (= read)."""
+
+    def __init__(self, model, chunks):
+        self.model = model
+        self.reads = 0
+        self.array = da.map_blocks(self._block, dtype=float, chunks=chunks, meta=np.empty((0, 0)))
+        self.n_chunks = int(np.prod(self.array.numblocks))
+
+    def _block(self, block_info=None):
+        (r0, r1), (c0, c1) = block_info[None]["array-location"]
+        self.reads += 1
+        return self.model.rows(r0, r1)[:, c0:c1]
+
+
+@pytest.mark.parametrize(
+    ("solver", "location", "chunks", "passes"),
+    [
+        ("exact", None, (100, -1), 2),  # statistics+Gram, scores
+        ("exact", "auto", (100, -1), 4),  # + location scores, + inlier mean
+        ("exact", "auto", (-1, 50), 3),  # dual: scores are free, + inlier mean
+    ],
+)
+def test_fit__reads_the_data_once_per_planned_pass(small, solver, location, chunks, passes):
+    src = CountingReads(small, chunks=((100,) * 4, (200,)) if chunks[1] == -1 else ((400,), (50,) * 4))
+    res = mspca_dask.fit(src.array, n_components=5, solver=solver, location=location)
+    assert res.n_passes == passes
+    assert src.reads == passes * src.n_chunks
+
+
+def test_fit__randomized_reads_once_per_reported_pass_and_certifies(small):
+    src = CountingReads(small, chunks=((100,) * 4, (200,)))
+    res = mspca_dask.fit(src.array, n_components=5, solver="randomized", location=None)
+    assert src.reads == res.n_passes * src.n_chunks
+    spikes = res.eigenvalues > res.mp_edge
+    assert np.all(res.eigenvalue_bounds[spikes] <= res.threshold / 10)
+
+
+def test_fit__randomized_warns_when_pass_budget_is_too_small(small):
+    with pytest.warns(mspca_dask.ConvergenceWarning, match="pass budget"):
+        mspca_dask.fit(small.to_numpy(), n_components=5, solver="randomized", location=None, max_passes=3)
+
+
+def test_fit__opening_a_source_computes_nothing(small):
+    src = CountingReads(small, chunks=((100,) * 4, (200,)))
+    with dask.config.set(scheduler="sync"):
+        mspca_dask.io.open_source(src.array)
+    assert src.reads == 0
+
+
+def test_fit__no_spike_warns_and_returns_empty_components():
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((300, 100))
+    with pytest.warns(mspca_dask.NoSpikeWarning, match="no eigenvalue is clearly above"):
+        res = mspca_dask.fit(X, n_components=3)
+    assert res.components.shape == (0, 100)
+    assert not res.stable.any()
+    assert all(r.startswith("bulk") for r in res.reasons)
+
+
+@pytest.mark.parametrize("zarr_format", [2, 3])
+def test_fit__zarr_store_path_gives_the_numpy_result(small, tmp_path, zarr_format):
+    path = small.write_zarr(str(tmp_path / "x.zarr"), chunks=(128, None), zarr_format=zarr_format, name="X")
+    a = mspca_dask.fit(path, n_components=4, variable="X")
+    b = mspca_dask.fit(small.to_numpy(), n_components=4)
+    np.testing.assert_allclose(a.eigenvalues, b.eigenvalues, rtol=1e-10)
+    np.testing.assert_array_equal(a.stable, b.stable)
+
+
+def test_fit__xarray_dataset_with_transposed_dims(small):
+    da_ = small.to_xarray().transpose("features", "samples")
+    ds = xr.Dataset({"X": da_})
+    a = mspca_dask.fit(ds, n_components=4, variable="X", sample_dim="samples")
+    b = mspca_dask.fit(small.to_numpy(), n_components=4)
+    np.testing.assert_allclose(a.eigenvalues, b.eigenvalues, rtol=1e-10)
+    assert a.sample_coords is not None and len(a.sample_coords) == small.n_samples
+
+
+def test_fit__result_round_trips_through_zarr(small, tmp_path):
+    res = mspca_dask.fit(small.to_numpy(), n_components=4)
+    path = res.to_zarr(str(tmp_path / "res.zarr"))
+    back = mspca_dask.open_result(path)
+    np.testing.assert_array_equal(back.eigenvalues, res.eigenvalues)
+    np.testing.assert_array_equal(back.stable, res.stable)
+    np.testing.assert_array_equal(back.scores, res.scores)
+    assert list(back.reasons) == list(res.reasons)
+
+
+# ----------------------------------------------------------------------------- bad input
+
+
+def test_fit__raises_on_nan_with_position():
+    X = np.random.default_rng(0).standard_normal((50, 10))
+    X[17, 4] = np.nan
+    X[30, 4] = np.inf
+    with pytest.raises(mspca_dask.NonFiniteError, match=r"2 NaN or infinite.*sample is index 17.*feature is index 4"):
+        mspca_dask.fit(da.from_array(X, chunks=(20, 5)), n_components=2)
+
+
+def test_fit__nan_error_is_a_value_error():
+    X = np.ones((5, 3)) + np.arange(15).reshape(5, 3) ** 2
+    X[0, 0] = np.nan
+    with pytest.raises(ValueError, match="NaN or infinite"):
+        mspca_dask.fit(X, n_components=1)
+
+
+def test_fit__raises_on_constant_feature():
+    X = np.random.default_rng(0).standard_normal((50, 10))
+    X[:, 3] = 2.5
+    with pytest.raises(mspca_dask.InputError, match=r"constant across samples \(indices 3\)"):
+        mspca_dask.fit(X, n_components=2)
+
+
+@pytest.mark.parametrize(
+    ("X", "exc", "match"),
+    [
+        (np.zeros((4, 3, 2)), mspca_dask.ShapeError, "2"),
+        (np.array([["a", "b"], ["c", "d"]]), mspca_dask.DTypeError, "numeric"),
+        (np.ones((1, 5)), mspca_dask.ShapeError, "at least 2 samples|fewer than 2"),
+    ],
+)
+def test_fit__raises_on_bad_array(X, exc, match):
+    with pytest.raises(exc, match=match):
+        mspca_dask.fit(X, n_components=1)
+
+
+@pytest.mark.parametrize("k", [0, 11, -1, 2.5])
+def test_fit__raises_on_n_components_out_of_range(k):
+    X = np.random.default_rng(0).standard_normal((30, 10))
+    with pytest.raises(mspca_dask.ParameterError, match="n_components"):
+        mspca_dask.fit(X, n_components=k)
+
+
+@pytest.mark.parametrize(
+    ("kw", "match"),
+    [
+        ({"solver": "lanczos"}, r"solver must be one of \['auto', 'exact', 'randomized'\]"),
+        ({"location": "median"}, "location must be 'auto'"),
+        ({"location": np.zeros(3)}, r"location must have shape \(10,\)"),
+        ({"knockoff_weight": 0.0}, "knockoff_weight"),
+        ({"n_knockoffs": 0}, "n_knockoffs"),
+        ({"random_state": -3}, "random_state"),
+    ],
+)
+def test_fit__raises_on_bad_parameters(kw, match):
+    X = np.random.default_rng(0).standard_normal((30, 10))
+    with pytest.raises(mspca_dask.ParameterError, match=match):
+        mspca_dask.fit(X, n_components=2, **kw)
+
+
+def test_fit__raises_on_unknown_chunk_sizes():
+    x = da.from_array(np.random.default_rng(0).standard_normal((40, 5)), chunks=(10, 5))
+    x = x[x[:, 0] > -10]  # boolean indexing -> unknown chunk sizes
+    with pytest.raises(mspca_dask.ShapeError, match="compute_chunk_sizes"):
+        mspca_dask.fit(x, n_components=2)
+
+
+def test_fit__raises_on_missing_path_and_variable(tmp_path, small):
+    with pytest.raises(mspca_dask.SourceNotFoundError, match="nope.zarr"):
+        mspca_dask.fit(str(tmp_path / "nope.zarr"), n_components=2)
+    path = small.write_zarr(str(tmp_path / "g.zarr"), name="X")
+    with pytest.raises(mspca_dask.VariableNotFoundError, match="'Y'"):
+        mspca_dask.fit(path, n_components=2, variable="Y")
+
+
+def test_fit__raises_on_corrupt_chunk(tmp_path, small):
+    path = tmp_path / "c.zarr"
+    z = zarr.create_array(str(path), shape=(400, 200), chunks=(100, 200), dtype="f8")
+    z[:] = small.to_numpy()
+    chunk = next(p for p in path.rglob("*") if p.is_file() and p.parent.name == "0" and p.name == "0")
+    chunk.write_bytes(b"\x00garbage" * 7)
+    with pytest.raises(mspca_dask.ChunkReadError, match="c.zarr"):
+        mspca_dask.fit(str(path), n_components=2)
+
+
+def test_fit__float32_store_is_read_and_accumulated_in_float64(small):
+    X = small.to_numpy()
+    a = mspca_dask.fit(da.from_array(X.astype(np.float32), chunks=(100, -1)), n_components=4)
+    b = mspca_dask.fit(X.astype(np.float32).astype(np.float64), n_components=4)
+    np.testing.assert_allclose(a.eigenvalues, b.eigenvalues, rtol=1e-10)
+
+
+def test_fit__several_spikes_and_clusters():
+    c = 0.5
+    model = make_spiked_mixture(
+        800, 400, covariance_spikes=(3 * np.sqrt(c), 2 * np.sqrt(c)), mean_shift_weights=(0.1, 0.15),
+        mean_shift_strengths=(5 * np.sqrt(c), 4 * np.sqrt(c)), random_state=2,
+    )
+    res = mspca_dask.fit(model.to_numpy(), n_components=8)
+    assert res.stable.sum() == 2
+    clean = model.clean_top_eigenvectors(2)
+    for j in range(2):
+        assert max(alignment(res.components[i], clean[:, j]) for i in range(2)) > 0.9
