@@ -698,6 +698,7 @@ class _Fit:
         return dict(
             eigenvalues=spec.values,
             knockoff_eigenvalues_all=np.stack([sp.values for sp in knock]),
+            knockoff_match=check.matched,
             stable=check.stable,
             candidate=check.candidate,
             reasons=check.reasons,

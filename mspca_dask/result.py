@@ -138,6 +138,10 @@ RESULT_VARIABLES: dict[str, VariableSpec] = {
         (FEATURE_DIM,), "f", False, "location",
         "Location subtracted from every sample before the analysis (absent: none).",
     ),
+    "knockoff_match": VariableSpec(
+        (KNOCKOFF_DIM, COMPONENT_DIM), "i", False, "knockoff_match",
+        "Index of the knockoff eigenpair matched (by eigenvector) to each eigenpair.",
+    ),
 }
 
 
@@ -180,8 +184,8 @@ RESULT_ATTRS: dict[str, AttrSpec] = {
 
 #: Footnote of :meth:`MSPCAResult.summary`: the matched knockoff eigenvalue is not stored.
 _KNOCKOFF_NOTE = (
-    "knockoff = eigenvalue at the same index in the first knockoff spectrum (the matched "
-    "one may sit at another index); displacement and overlap are to the matched ones"
+    "knockoff = where the eigenvalue went under the first knockoff (the eigenpair matched by "
+    "eigenvector); displacement and overlap are medians over all knockoffs"
 )
 
 _FLOAT_ATTRS = tuple(k for k, v in RESULT_ATTRS.items() if v.kind == "float")
@@ -393,6 +397,7 @@ class MSPCAResult:
     feature_coords: np.ndarray | None = None
     sample_dim: str = "samples"
     feature_dim: str = "features"
+    knockoff_match: np.ndarray | None = None
 
     # ---------------------------------------------------------------- validation
     def __post_init__(self) -> None:
@@ -418,12 +423,13 @@ class MSPCAResult:
             "eigenvectors": (K, d),
             "scores": (n, K),
             "location": (d,),
+            "knockoff_match": (B, K),
             "sample_coords": (n,),
             "feature_coords": (d,),
         }
         for name, shape in expected.items():
             value = getattr(self, name)
-            if value is None and name in ("location", "sample_coords", "feature_coords"):
+            if value is None and name in ("location", "knockoff_match", "sample_coords", "feature_coords"):
                 continue
             if np.shape(value) != shape:
                 raise ShapeError(
@@ -468,6 +474,18 @@ class MSPCAResult:
         if self.n_knockoffs == 0:
             return np.full(self.n_components, np.nan)
         return np.asarray(self.knockoff_eigenvalues_all)[0]
+
+    @property
+    def matched_knockoff_eigenvalues(self) -> np.ndarray:
+        """(B, K) ndarray: for each knockoff, the eigenvalue of the pair matched to each eigenpair.
+
+        This is where each eigenvalue *went* under the knockoff; without stored matches
+        (results written before matches were kept) the same-index eigenvalue is used.
+        """
+        knock = np.asarray(self.knockoff_eigenvalues_all, dtype=float)
+        if self.knockoff_match is None:
+            return knock
+        return np.take_along_axis(knock, np.asarray(self.knockoff_match, dtype=int), axis=1)
 
     @property
     def explained_variance(self) -> np.ndarray:
@@ -717,7 +735,8 @@ class MSPCAResult:
 
     # ---------------------------------------------------------------- display
     def _table_rows(self) -> list[tuple[str, ...]]:
-        knock = self.knockoff_eigenvalues
+        matched = self.matched_knockoff_eigenvalues
+        knock = matched[0] if len(matched) else np.full(self.n_components, np.nan)
         verdicts = self.verdicts
         return [
             (
@@ -835,7 +854,7 @@ class MSPCAResult:
             fig = _root_figure(ax)
         x = np.arange(self.n_components)
         ev = np.asarray(self.eigenvalues, dtype=float)
-        knock = np.asarray(self.knockoff_eigenvalues_all, dtype=float)
+        knock = self.matched_knockoff_eigenvalues
         verdicts = self.verdicts
         colours = {"stable": "tab:blue", "mean shift": "tab:red", "bulk": "tab:gray"}
 

@@ -76,6 +76,7 @@ def make_result(
         feature_coords=np.arange(D) * 10 if coords else None,
         sample_dim=sample_dim,
         feature_dim=feature_dim,
+        knockoff_match=np.tile(np.arange(K), (B, 1)),
     )
     fields.update(overrides)
     return MSPCAResult(**fields)  # type: ignore[arg-type]
@@ -122,7 +123,7 @@ def test_properties__select_by_verdict(res: MSPCAResult) -> None:
 
 
 def test_properties__no_knockoff_gives_nan_knockoff_eigenvalues() -> None:
-    res = make_result(knockoff_eigenvalues_all=np.empty((0, K)))
+    res = make_result(knockoff_eigenvalues_all=np.empty((0, K)), knockoff_match=None)
     assert res.n_knockoffs == 0
     assert np.isnan(res.knockoff_eigenvalues).all()
     assert "B = 0 knockoffs" in res.summary()
@@ -287,6 +288,18 @@ def test_to_dataset__follows_schema(res: MSPCAResult) -> None:
     assert ds.attrs["mspca_schema_version"] == SCHEMA_VERSION
     assert isinstance(ds.attrs["mspca_dask_version"], str)
     assert json.loads(ds.attrs["params"]) == res.params
+
+
+def test_matched_knockoff_eigenvalues__follow_the_match() -> None:
+    match = np.tile(np.array([1, 0, 2, 3]), (B, 1))
+    r = make_result(knockoff_match=match)
+    knock = np.asarray(r.knockoff_eigenvalues_all)
+    assert_array_equal(r.matched_knockoff_eigenvalues[:, 0], knock[:, 1])
+    assert_array_equal(r.matched_knockoff_eigenvalues[:, 1], knock[:, 0])
+    back = MSPCAResult.from_dataset(r.to_dataset())
+    assert_array_equal(back.knockoff_match, match)
+    # Without stored matches the same-index eigenvalues are shown.
+    assert_array_equal(make_result(knockoff_match=None).matched_knockoff_eigenvalues, knock)
 
 
 def test_to_dataset__omits_none(res: MSPCAResult) -> None:
@@ -500,6 +513,6 @@ def test_plot__uses_given_axes(res: MSPCAResult, mpl) -> None:
 
 
 def test_plot__without_stable_or_knockoffs(mpl) -> None:
-    res = make_result(stable=np.zeros(K, dtype=bool), knockoff_eigenvalues_all=np.empty((0, K)))
+    res = make_result(stable=np.zeros(K, dtype=bool), knockoff_eigenvalues_all=np.empty((0, K)), knockoff_match=None)
     fig = res.plot()
     assert "stable" not in fig.axes[0].get_legend_handles_labels()[1]
