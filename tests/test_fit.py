@@ -330,3 +330,19 @@ def test_fit__several_spikes_and_clusters():
     clean = model.clean_top_eigenvectors(2)
     for j in range(2):
         assert max(alignment(res.components[i], clean[:, j]) for i in range(2)) > 0.9
+
+
+def test_fit__sample_mean_location_hides_the_mean_shift_but_auto_does_not():
+    # DESIGN.md §2: centring by the sample mean makes the mean-shift membership orthogonal to
+    # the knockoff's, so the mean-shift eigenvalue no longer moves and is judged stable.
+    model = paper_setting(pi1=0.05, random_state=0)
+    X = model.to_numpy()
+    shift = model.mean_shift_vectors[:, 0]
+    centred = mspca_dask.fit(X, n_components=5, location=X.mean(axis=0), solver="exact")
+    top = int(np.argmax([alignment(v, shift) for v in centred.eigenvectors]))
+    assert centred.displacement[top] < centred.threshold
+    assert centred.stable[top]  # the documented failure of mean centring
+    auto = mspca_dask.fit(X, n_components=5, solver="exact")
+    top = int(np.argmax([alignment(v, shift) for v in auto.eigenvectors]))
+    assert not auto.stable[top]
+    assert auto.displacement[top] > 2 * auto.threshold
