@@ -19,7 +19,15 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.linalg as sla
 
-__all__ = ["LowRank", "apply_operator", "dense_operator", "top_eigh", "rayleigh_ritz", "orthonormalize", "flip_signs"]
+__all__ = [
+    "LowRank",
+    "apply_operator",
+    "dense_operator",
+    "top_eigh",
+    "rayleigh_ritz",
+    "orthonormalize",
+    "flip_signs",
+]
 
 
 @dataclass(frozen=True)
@@ -86,7 +94,9 @@ def top_eigh(A: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
     return w[::-1].copy(), V[:, ::-1].copy()
 
 
-def orthonormalize(V: np.ndarray, against: np.ndarray | None = None, tol: float = 1e-10) -> np.ndarray:
+def orthonormalize(
+    V: np.ndarray, against: np.ndarray | None = None, tol: float = 1e-10
+) -> np.ndarray:
     """Orthonormal basis of ``V`` projected off ``against`` (both passes twice, "twice is enough").
 
     Columns that fall below ``tol`` of their original norm after projection are dropped.

@@ -27,8 +27,22 @@ import numpy as np
 
 from . import rmt
 from ._execution import Executor
-from ._solver import LowRank, apply_operator, dense_operator, flip_signs, orthonormalize, rayleigh_ritz, top_eigh
-from .errors import ConvergenceWarning, InputError, NonFiniteError, NoSpikeWarning, ParameterError, ShapeError
+from ._solver import (
+    LowRank,
+    apply_operator,
+    dense_operator,
+    flip_signs,
+    orthonormalize,
+    rayleigh_ritz,
+    top_eigh,
+)
+from .errors import (
+    ConvergenceWarning,
+    InputError,
+    NonFiniteError,
+    NoSpikeWarning,
+    ParameterError,
+)
 from .io import open_source
 from .location import robust_inlier_weights
 from .matching import check_invariance
@@ -215,20 +229,38 @@ def _check_params(**p: Any) -> dict[str, Any]:
             raise ParameterError(msg)
 
     K = p["n_components"]
-    need(isinstance(K, int | np.integer) and not isinstance(K, bool) and K >= 1, f"n_components must be a positive integer (not {K!r})")
+    need(
+        isinstance(K, int | np.integer) and not isinstance(K, bool) and K >= 1,
+        f"n_components must be a positive integer (not {K!r})",
+    )
     need(p["solver"] in _SOLVERS, f"solver must be one of {list(_SOLVERS)} (not {p['solver']!r})")
     B = p["n_knockoffs"]
-    need(isinstance(B, int | np.integer) and B >= 1, f"n_knockoffs must be a positive integer (not {B!r})")
-    need(0 < p["knockoff_weight"] <= 1, f"knockoff_weight (π') must be in (0, 1] (not {p['knockoff_weight']!r})")
+    need(
+        isinstance(B, int | np.integer) and B >= 1,
+        f"n_knockoffs must be a positive integer (not {B!r})",
+    )
+    need(
+        0 < p["knockoff_weight"] <= 1,
+        f"knockoff_weight (π') must be in (0, 1] (not {p['knockoff_weight']!r})",
+    )
     need(p["knockoff_factor"] > 0, f"knockoff_factor must be > 0 (not {p['knockoff_factor']!r})")
     need(p["threshold_scale"] > 0, f"threshold_scale must be > 0 (not {p['threshold_scale']!r})")
     need(0 < p["min_overlap"] <= 1, f"min_overlap must be in (0, 1] (not {p['min_overlap']!r})")
     need(p["edge_margin"] >= 0, f"edge_margin must be >= 0 (not {p['edge_margin']!r})")
     need(p["tol"] is None or p["tol"] > 0, f"tol must be > 0 or None (not {p['tol']!r})")
-    need(isinstance(p["max_passes"], int) and p["max_passes"] >= 2, f"max_passes must be an integer >= 2 (not {p['max_passes']!r})")
-    need(isinstance(p["oversampling"], int) and p["oversampling"] >= 0, f"oversampling must be an integer >= 0 (not {p['oversampling']!r})")
+    need(
+        isinstance(p["max_passes"], int) and p["max_passes"] >= 2,
+        f"max_passes must be an integer >= 2 (not {p['max_passes']!r})",
+    )
+    need(
+        isinstance(p["oversampling"], int) and p["oversampling"] >= 0,
+        f"oversampling must be an integer >= 0 (not {p['oversampling']!r})",
+    )
     rs = p["random_state"]
-    need(rs is None or (isinstance(rs, int | np.integer) and rs >= 0), f"random_state must be a non-negative integer or None (not {rs!r})")
+    need(
+        rs is None or (isinstance(rs, int | np.integer) and rs >= 0),
+        f"random_state must be a non-negative integer or None (not {rs!r})",
+    )
     return {k: (int(v) if isinstance(v, np.integer) else v) for k, v in p.items()}
 
 
@@ -238,10 +270,14 @@ def _check_location(location: Any, d: int) -> tuple[str, np.ndarray | None]:
     if isinstance(location, str):
         if location == "auto":
             return "auto", None
-        raise ParameterError(f"location must be 'auto', None or a vector of length {d} (not {location!r})")
+        raise ParameterError(
+            f"location must be 'auto', None or a vector of length {d} (not {location!r})"
+        )
     vec = np.asarray(location, dtype=float)
     if vec.shape != (d,):
-        raise ParameterError(f"location must have shape ({d},) to match the features (got {vec.shape})")
+        raise ParameterError(
+            f"location must have shape ({d},) to match the features (got {vec.shape})"
+        )
     if not np.all(np.isfinite(vec)):
         raise ParameterError("location contains NaN or infinite values")
     return "given", vec
@@ -366,7 +402,9 @@ class _Fit:
             return LowRank(P=a, MtO=img, OtO=f.T @ f)
         return LowRank(P=f, MtO=img, OtO=a.T @ a)
 
-    def _location_term(self, mu: np.ndarray | None, X_mu: np.ndarray | None) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    def _location_term(
+        self, mu: np.ndarray | None, X_mu: np.ndarray | None
+    ) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
         if mu is None:
             return []
         ones = np.ones(self.n)
@@ -435,7 +473,11 @@ class _Fit:
                 self.X_mu = out["side"][:, self.B]
         else:
             self.feature_sum = out["col_sum"]
-            self.Xt_memb = out["side"] if side is not None else np.repeat(out["col_sum"][:, None], self.B, axis=1)
+            self.Xt_memb = (
+                out["side"]
+                if side is not None
+                else np.repeat(out["col_sum"][:, None], self.B, axis=1)
+            )
         self.total_sumsq = float(out["col_sumsq"].sum())
         if self.solver == "exact":
             self.gram = out["gram"]
@@ -463,12 +505,18 @@ class _Fit:
                 vecs.append(self.feature_sum[:, None])
         return vecs
 
-    def _krylov_pass(self, name: str, extra: list[np.ndarray] | None = None, **products: Any) -> dict[str, np.ndarray]:
+    def _krylov_pass(
+        self, name: str, extra: list[np.ndarray] | None = None, **products: Any
+    ) -> dict[str, np.ndarray]:
         """Extend the Krylov basis by one block (the operator's image of the last block plus
         any new low-rank directions) and compute its product in the same read as ``products``.
         """
         assert self.Q is not None and self.Z is not None
-        last = self.Z[:, -self._last_block:] / self.n if self._last_block else np.zeros((self.data.p, 0))
+        last = (
+            self.Z[:, -self._last_block :] / self.n
+            if self._last_block
+            else np.zeros((self.data.p, 0))
+        )
         cand = np.column_stack([last, *self._known_operator_vectors(), *(extra or [])])
         V = orthonormalize(cand, against=self.Q)
         if V.shape[1] == 0 and not products:
@@ -532,7 +580,9 @@ class _Fit:
         spec, knock, strength, s2, eps = self._converge(base, base_terms)
         return self._finish(spec, knock, base, base_terms, strength, s2, eps)
 
-    def _preliminary_spectrum(self, xbar: np.ndarray) -> _Spectrum:
+    def _preliminary_spectrum(
+        self, xbar: np.ndarray
+    ) -> tuple[_Spectrum, list[tuple[np.ndarray, np.ndarray, np.ndarray]]]:
         """Spectrum of the mean-centred data, converged loosely (it only ranks samples)."""
         X_xbar = None
         if self.data.dual:
@@ -540,19 +590,30 @@ class _Fit:
         terms = self._location_term(xbar, X_xbar)
         lr = self._lowrank(terms)
         if self.solver == "exact":
-            return self._spectrum(lr)
+            return self._spectrum(lr), terms
         prev: np.ndarray | None = None
         while True:
             spec = self._spectrum(lr)
             s2 = self._noise(spec.values, terms)
             # Loose accuracy is enough: this spectrum only ranks samples in score space.
-            if self._krylov_settled(spec, [], prev, s2, tol=0.05 * s2) or self.executor.n_passes >= self.max_passes // 2:
-                return spec
+            if (
+                self._krylov_settled(spec, [], prev, s2, tol=0.05 * s2)
+                or self.executor.n_passes >= self.max_passes // 2
+            ):
+                return spec, terms
             prev = spec.values
-            self._krylov_pass(f"mspca-pass-{self.executor.n_passes + 1}", extra=None if self.data.dual else [xbar[:, None]])
+            self._krylov_pass(
+                f"mspca-pass-{self.executor.n_passes + 1}",
+                extra=None if self.data.dual else [xbar[:, None]],
+            )
 
     def _krylov_settled(
-        self, spec: _Spectrum, knock: list[_Spectrum], prev: np.ndarray | None, s2: float, tol: float
+        self,
+        spec: _Spectrum,
+        knock: list[_Spectrum],
+        prev: np.ndarray | None,
+        s2: float,
+        tol: float,
     ) -> bool:
         """Whether the block-Krylov iteration may stop.
 
@@ -568,7 +629,9 @@ class _Fit:
         if self._n_blocks < 3 or prev is None:
             return False
         edge = rmt.mp_edges(self.c, s2)[1]
-        worst = max(float(np.max(sp.bounds[sp.values > edge], initial=0.0)) for sp in [spec, *knock])
+        worst = max(
+            float(np.max(sp.bounds[sp.values > edge], initial=0.0)) for sp in [spec, *knock]
+        )
         self._worst_bound = worst
         moved = float(np.max(np.abs(spec.values - prev)))
         return worst <= tol and moved <= tol
@@ -584,7 +647,9 @@ class _Fit:
         # MᵀM 1 = Z Qᵀ 1 exactly.
         return (self.Z @ (self.Q.T @ ones))[:, 0] / self.n
 
-    def _noise(self, values: np.ndarray, terms: list[tuple[np.ndarray, np.ndarray, np.ndarray]]) -> float:
+    def _noise(
+        self, values: np.ndarray, terms: list[tuple[np.ndarray, np.ndarray, np.ndarray]]
+    ) -> float:
         return rmt.estimate_noise_variance(self._trace(terms), values, self.n, self.d)
 
     def _trace(self, terms: list[tuple[np.ndarray, np.ndarray, np.ndarray]]) -> float:
@@ -596,9 +661,7 @@ class _Fit:
         return tr / self.n
 
     def _estimate_location(self, xbar: np.ndarray) -> None:
-        spec = self._preliminary_spectrum(xbar)
-        X_xbar = self._dual_image_of_mean() if self.data.dual else None
-        terms = self._location_term(xbar, X_xbar)
+        spec, terms = self._preliminary_spectrum(xbar)
         s2 = self._noise(spec.values, terms)
         edge = rmt.mp_edges(self.c, s2)[1]
         k = int(np.clip(np.count_nonzero(spec.values > edge), 1, self.K))
@@ -619,7 +682,9 @@ class _Fit:
                 self.mu = out["keep"][:, 0]
                 self.X_mu = self.gram @ (w / wsum)
             else:
-                out = self._krylov_pass("mspca-location-mean", extra=[w[:, None]], keep=(w / wsum)[:, None])
+                out = self._krylov_pass(
+                    "mspca-location-mean", extra=[w[:, None]], keep=(w / wsum)[:, None]
+                )
                 assert self.Q is not None and self.Z is not None
                 self.X_mu = self.Z @ (self.Q.T @ (w / wsum))
                 self.mu = out["keep"][:, 0]
@@ -642,7 +707,9 @@ class _Fit:
             eps = rmt.invariance_threshold(self.n, self.c, s2, self.threshold_scale)
             strength = rmt.knockoff_strength(spec.values[0], self.c, s2, self.knockoff_factor)
             knock = [
-                self._spectrum(self._lowrank(base_terms + [self._knockoff_term(b, strength)]), base=base)
+                self._spectrum(
+                    self._lowrank(base_terms + [self._knockoff_term(b, strength)]), base=base
+                )
                 for b in range(self.B)
             ]
             if self.solver == "exact":
@@ -673,10 +740,12 @@ class _Fit:
         s2: float,
         eps: float,
     ) -> dict[str, Any]:
-        n, K = self.n, self.K
+        n = self.n
         edge = rmt.mp_edges(self.c, s2)[1]
         margin = self.edge_margin * rmt.tracy_widom_scale(n, self.d, s2)
-        overlaps = np.stack([self._feature_overlaps(spec, sp, b, strength) for b, sp in enumerate(knock)])
+        overlaps = np.stack(
+            [self._feature_overlaps(spec, sp, b, strength) for b, sp in enumerate(knock)]
+        )
         check = check_invariance(
             spec.values,
             np.stack([sp.values for sp in knock]),
@@ -716,7 +785,9 @@ class _Fit:
             n_features=self.d,
         )
 
-    def _feature_overlaps(self, spec: _Spectrum, ko: _Spectrum, b: int, strength: float) -> np.ndarray:
+    def _feature_overlaps(
+        self, spec: _Spectrum, ko: _Spectrum, b: int, strength: float
+    ) -> np.ndarray:
         """``|⟨ṽᵢ, v'ⱼ⟩|`` (K, K) between *feature-space* unit eigenvectors of both spectra.
 
         Primal: the operator-space vectors are the feature-space ones.  Dual: with
@@ -732,8 +803,12 @@ class _Fit:
         if self.mu is not None:
             Xm = Xm - scale * float(self.mu @ self.knock_dirs[:, b])
         gamma = self.memberships[:, b]
-        inner = self.n * (spec.vectors.T @ ko.op_vectors) + np.outer(spec.vectors.T @ Xm, gamma @ ko.vectors)
-        norm = self.n * np.sqrt(np.outer(np.maximum(spec.values, 1e-300), np.maximum(ko.values, 1e-300)))
+        inner = self.n * (spec.vectors.T @ ko.op_vectors) + np.outer(
+            spec.vectors.T @ Xm, gamma @ ko.vectors
+        )
+        norm = self.n * np.sqrt(
+            np.outer(np.maximum(spec.values, 1e-300), np.maximum(ko.values, 1e-300))
+        )
         return np.clip(np.abs(inner / norm), 0.0, 1.0)
 
     def _output_pass(self, spec: _Spectrum) -> tuple[np.ndarray, np.ndarray]:

@@ -19,7 +19,9 @@ from scipy import stats
 __all__ = ["robust_inlier_weights"]
 
 
-def robust_inlier_weights(scores: np.ndarray, *, quantile: float = 0.975, random_state: int = 0) -> np.ndarray:
+def robust_inlier_weights(
+    scores: np.ndarray, *, quantile: float = 0.975, random_state: int = 0
+) -> np.ndarray:
     """Weights (0 or 1) marking the samples that are inliers in score space.
 
     The Minimum Covariance Determinant estimator (Rousseeuw & Van Driessen 1999, as in

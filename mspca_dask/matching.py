@@ -157,7 +157,9 @@ def check_invariance(
     )
 
 
-def paper_rule(eigenvalues: np.ndarray, knockoff_eigenvalues: np.ndarray, threshold: float) -> np.ndarray:
+def paper_rule(
+    eigenvalues: np.ndarray, knockoff_eigenvalues: np.ndarray, threshold: float
+) -> np.ndarray:
     """The paper's Algorithm 1 check, for comparison: ``∃ j : |λ̃ᵢ − λ'ⱼ| < ε``.
 
     Parameters

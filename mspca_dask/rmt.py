@@ -139,7 +139,9 @@ def bbp_threshold(c: float) -> float:
     return float(np.sqrt(c))
 
 
-def spike_forward(strength: ArrayLike, c: float, noise_variance: float = 1.0) -> NDArray[np.float64]:
+def spike_forward(
+    strength: ArrayLike, c: float, noise_variance: float = 1.0
+) -> NDArray[np.float64]:
     """Spike-forward map ``σ² g(ℓ/…)``: where a spike of strength ``ℓ`` lands in the spectrum.
 
     ``g(ℓ) = 1 + ℓ + c (1 + ℓ) / ℓ`` for ``ℓ > √c`` and the upper edge ``(1 + √c)²`` for
@@ -171,7 +173,9 @@ def spike_forward(strength: ArrayLike, c: float, noise_variance: float = 1.0) ->
     return noise_variance * np.where(ell > sc, above, (1 + sc) ** 2)
 
 
-def spike_inverse(eigenvalue: ArrayLike, c: float, noise_variance: float = 1.0) -> NDArray[np.float64]:
+def spike_inverse(
+    eigenvalue: ArrayLike, c: float, noise_variance: float = 1.0
+) -> NDArray[np.float64]:
     """Inverse spike map ``g⁻¹``: the spike strength that produces a sample eigenvalue.
 
     On the unit-noise scale ``x = λ / σ²``, ``g⁻¹(x) = ½ (x − 1 − c + √((x − 1 − c)² − 4c))``
@@ -207,7 +211,9 @@ def spike_inverse(eigenvalue: ArrayLike, c: float, noise_variance: float = 1.0) 
     return np.where(x > edge, np.maximum(root, np.sqrt(c)), np.sqrt(c))
 
 
-def is_detectable(eigenvalue: ArrayLike, c: float, noise_variance: float = 1.0) -> NDArray[np.bool_]:
+def is_detectable(
+    eigenvalue: ArrayLike, c: float, noise_variance: float = 1.0
+) -> NDArray[np.bool_]:
     """True where a sample eigenvalue lies strictly above the upper Marchenko–Pastur edge."""
     return np.asarray(eigenvalue, dtype=float) > mp_edges(c, noise_variance)[1]
 
@@ -233,7 +239,12 @@ def tracy_widom_scale(n_samples: int, n_features: int, noise_variance: float = 1
     is how :mod:`mspca_dask.matching` decides that an eigenvalue is *clearly* a spike.
     """
     n, d = float(n_samples), float(n_features)
-    return float(noise_variance * (np.sqrt(n) + np.sqrt(d)) * (1 / np.sqrt(n) + 1 / np.sqrt(d)) ** (1 / 3) / n)
+    return float(
+        noise_variance
+        * (np.sqrt(n) + np.sqrt(d))
+        * (1 / np.sqrt(n) + 1 / np.sqrt(d)) ** (1 / 3)
+        / n
+    )
 
 
 def knockoff_strength(
