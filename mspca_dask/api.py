@@ -183,20 +183,9 @@ def fit(
     run = _Fit(
         data=data,
         executor=executor,
-        K=n_components,
-        B=n_knockoffs,
-        knockoff_weight=knockoff_weight,
-        knockoff_factor=knockoff_factor,
-        threshold_scale=threshold_scale,
-        min_overlap=min_overlap,
-        edge_margin=edge_margin,
-        tol=tol,
-        max_passes=max_passes,
-        oversampling=oversampling,
-        random_state=random_state,
         loc_mode=loc_mode,
         loc_vec=loc_vec,
-        solver=chosen,
+        **{**params, "solver": chosen},
     )
     out = run.run()
     params.update(
@@ -324,8 +313,8 @@ class _Spectrum:
 class _Fit:
     data: Oriented
     executor: Executor
-    K: int
-    B: int
+    n_components: int
+    n_knockoffs: int
     knockoff_weight: float
     knockoff_factor: float
     threshold_scale: float
@@ -373,6 +362,14 @@ class _Fit:
         self.omega = rng_sketch.standard_normal((self.data.p, ell))
         if self.loc_mode == "given":
             self.mu = self.loc_vec
+
+    @property
+    def K(self) -> int:
+        return self.n_components
+
+    @property
+    def B(self) -> int:
+        return self.n_knockoffs
 
     @property
     def n(self) -> int:

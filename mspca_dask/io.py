@@ -762,9 +762,17 @@ def open_dataset_checked(
     # Format 3 strings read back as NumPy's StringDType; return object strings, as for
     # the coordinates of a source (see _zarr_coord).
     strings = [k for k, v in ds.variables.items() if v.dtype.kind == "T"]
-    for k in strings:
+    return _strings_as_objects(ds, strings)
+
+
+def _strings_as_objects(ds: xr.Dataset, names: list[str]) -> xr.Dataset:
+    """Replace the named string variables (fixed-width, bytes or StringDType) by object arrays."""
+    for k in names:
         var = ds.variables[k]
-        values = np.asarray(var.values).astype(object)
+        if var.dtype.kind == "S":
+            values = np.char.decode(np.asarray(var.values), "utf-8").astype(object)
+        else:
+            values = np.asarray(var.values).astype(object)
         if k in ds.coords:
             ds = ds.assign_coords({k: (var.dims, values, var.attrs)})
         else:
@@ -862,16 +870,7 @@ def _prepare_for_zarr(ds: xr.Dataset, zarr_format: int) -> xr.Dataset:
         # zarr-python warns (UnstableSpecificationWarning) on fixed-width strings in
         # format 3; variable-length strings have a specified encoding.
         fixed = [k for k, v in ds.variables.items() if v.dtype.kind in "US"]
-        for k in fixed:
-            var = ds.variables[k]
-            if var.dtype.kind == "S":
-                values = np.char.decode(np.asarray(var.values), "utf-8").astype(object)
-            else:
-                values = np.asarray(var.values).astype(object)
-            if k in ds.coords:
-                ds = ds.assign_coords({k: (var.dims, values, var.attrs)})
-            else:
-                ds[k] = (var.dims, values, var.attrs)
+        ds = _strings_as_objects(ds, fixed)
     return ds
 
 
