@@ -6,7 +6,12 @@ from numbers import Integral, Real
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, TransformerMixin, _fit_context
+from sklearn.base import (
+    BaseEstimator,
+    ClassNamePrefixFeaturesOutMixin,
+    TransformerMixin,
+    _fit_context,
+)
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import HasMethods, Interval, StrOptions
 from sklearn.utils.validation import (
@@ -277,7 +282,9 @@ class MeanShiftPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstima
         self.components_ = np.asarray(res.components, dtype=float).reshape(-1, d)
         self.explained_variance_ = self.eigenvalues_[self.stable_]
         self.n_components_ = int(self.components_.shape[0])
-        self.mean_shift_components_ = np.asarray(res.mean_shift_components, dtype=float).reshape(-1, d)
+        self.mean_shift_components_ = np.asarray(res.mean_shift_components, dtype=float).reshape(
+            -1, d
+        )
         self.mean_ = np.zeros(d) if res.location is None else np.asarray(res.location, dtype=float)
         self.noise_variance_ = float(res.noise_variance)
         return X

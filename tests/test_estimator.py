@@ -63,7 +63,9 @@ def test_meanshiftpca__pipeline_clone_and_params(paper):
 
 def test_meanshiftpca__rejects_too_many_components():
     X = np.random.default_rng(0).standard_normal((20, 5))
-    with pytest.raises(ValueError, match=r"n_components=6 must be between 1 and min\(n_samples, n_features\)=5"):
+    with pytest.raises(
+        ValueError, match=r"n_components=6 must be between 1 and min\(n_samples, n_features\)=5"
+    ):
         MeanShiftPCA(n_components=6).fit(X)
 
 
