@@ -95,51 +95,87 @@ class VariableSpec:
 #: Every data variable of the result Dataset: name → dims, dtype kind, field, meaning.
 RESULT_VARIABLES: dict[str, VariableSpec] = {
     "eigenvalue": VariableSpec(
-        (COMPONENT_DIM,), "f", True, "eigenvalues",
+        (COMPONENT_DIM,),
+        "f",
+        True,
+        "eigenvalues",
         "Top-K eigenvalues of (X - location)ᵀ(X - location)/n, descending.",
     ),
     "knockoff_eigenvalue": VariableSpec(
-        (KNOCKOFF_DIM, COMPONENT_DIM), "f", True, "knockoff_eigenvalues_all",
+        (KNOCKOFF_DIM, COMPONENT_DIM),
+        "f",
+        True,
+        "knockoff_eigenvalues_all",
         "Top-K eigenvalues of each knockoff spectrum.",
     ),
     "stable": VariableSpec(
-        (COMPONENT_DIM,), "b", True, "stable",
+        (COMPONENT_DIM,),
+        "b",
+        True,
+        "stable",
         "True for covariance (knockoff-invariant) eigenpairs.",
     ),
     "candidate": VariableSpec(
-        (COMPONENT_DIM,), "b", True, "candidate",
+        (COMPONENT_DIM,),
+        "b",
+        True,
+        "candidate",
         "True for eigenvalues clearly above the Marchenko-Pastur edge.",
     ),
     "reason": VariableSpec(
-        (COMPONENT_DIM,), _STRING_KINDS, True, "reasons",
+        (COMPONENT_DIM,),
+        _STRING_KINDS,
+        True,
+        "reasons",
         "Why each eigenpair got its verdict, in words.",
     ),
     "displacement": VariableSpec(
-        (COMPONENT_DIM,), "f", True, "displacement",
+        (COMPONENT_DIM,),
+        "f",
+        True,
+        "displacement",
         "Median over knockoffs of |eigenvalue - matched knockoff eigenvalue|.",
     ),
     "eigenvector_overlap": VariableSpec(
-        (COMPONENT_DIM,), "f", True, "eigenvector_overlap",
+        (COMPONENT_DIM,),
+        "f",
+        True,
+        "eigenvector_overlap",
         "Median over knockoffs of |<eigenvector, matched knockoff eigenvector>|.",
     ),
     "eigenvalue_bound": VariableSpec(
-        (COMPONENT_DIM,), "f", True, "eigenvalue_bounds",
+        (COMPONENT_DIM,),
+        "f",
+        True,
+        "eigenvalue_bounds",
         "Certified bound on the error of each eigenvalue (0 for the exact solver).",
     ),
     "eigenvector": VariableSpec(
-        (COMPONENT_DIM, FEATURE_DIM), "f", True, "eigenvectors",
+        (COMPONENT_DIM, FEATURE_DIM),
+        "f",
+        True,
+        "eigenvectors",
         "Unit eigenvectors (rows) of all top-K eigenpairs, deterministic signs.",
     ),
     "score": VariableSpec(
-        (SAMPLE_DIM, COMPONENT_DIM), "f", True, "scores",
+        (SAMPLE_DIM, COMPONENT_DIM),
+        "f",
+        True,
+        "scores",
         "Sample scores (X - location) @ eigenvector.T on all top-K eigenpairs.",
     ),
     "location": VariableSpec(
-        (FEATURE_DIM,), "f", False, "location",
+        (FEATURE_DIM,),
+        "f",
+        False,
+        "location",
         "Location subtracted from every sample before the analysis (absent: none).",
     ),
     "knockoff_match": VariableSpec(
-        (KNOCKOFF_DIM, COMPONENT_DIM), "i", False, "knockoff_match",
+        (KNOCKOFF_DIM, COMPONENT_DIM),
+        "i",
+        False,
+        "knockoff_match",
         "Index of the knockoff eigenpair matched (by eigenvector) to each eigenpair.",
     ),
 }
@@ -247,9 +283,7 @@ def validate_result_dataset(ds: xr.Dataset) -> None:
     for name, spec in RESULT_VARIABLES.items():
         if name not in ds.data_vars:
             if spec.required:
-                raise InputError(
-                    f"the result Dataset lacks the variable {name!r} ({spec.doc})"
-                )
+                raise InputError(f"the result Dataset lacks the variable {name!r} ({spec.doc})")
             continue
         var = ds[name]
         dims = _resolve_dims(spec.dims, sample_dim, feature_dim)
@@ -429,7 +463,12 @@ class MSPCAResult:
         }
         for name, shape in expected.items():
             value = getattr(self, name)
-            if value is None and name in ("location", "knockoff_match", "sample_coords", "feature_coords"):
+            if value is None and name in (
+                "location",
+                "knockoff_match",
+                "sample_coords",
+                "feature_coords",
+            ):
                 continue
             if np.shape(value) != shape:
                 raise ShapeError(
@@ -443,10 +482,15 @@ class MSPCAResult:
                     f"{np.asarray(getattr(self, name)).dtype})"
                 )
         dims = (self.sample_dim, self.feature_dim)
-        if not all(isinstance(x, str) for x in dims) or len(set(dims)) != 2 or set(dims) & {
-            COMPONENT_DIM,
-            KNOCKOFF_DIM,
-        }:
+        if (
+            not all(isinstance(x, str) for x in dims)
+            or len(set(dims)) != 2
+            or set(dims)
+            & {
+                COMPONENT_DIM,
+                KNOCKOFF_DIM,
+            }
+        ):
             raise InputError(
                 f"sample_dim and feature_dim must be two different strings other than "
                 f"{COMPONENT_DIM!r} and {KNOCKOFF_DIM!r} (got {dims})"
@@ -558,8 +602,12 @@ class MSPCAResult:
                 f"{self.n_features}; transform needs data with the same features, in the "
                 f"same order ({src.description})"
             )
-        if src.feature_coords is not None and self.feature_coords is not None and not (
-            np.array_equal(np.asarray(src.feature_coords), np.asarray(self.feature_coords))
+        if (
+            src.feature_coords is not None
+            and self.feature_coords is not None
+            and not (
+                np.array_equal(np.asarray(src.feature_coords), np.asarray(self.feature_coords))
+            )
         ):
             raise InputError(
                 f"the feature labels of the source ({src.description}) differ from those "
@@ -753,7 +801,14 @@ class MSPCAResult:
         ]
 
     _TABLE_HEADER = (
-        "#", "eigenvalue", "knockoff", "displacement", "overlap", "bound", "verdict", "reason",
+        "#",
+        "eigenvalue",
+        "knockoff",
+        "displacement",
+        "overlap",
+        "bound",
+        "verdict",
+        "reason",
     )
 
     def _header_lines(self) -> list[str]:
@@ -765,8 +820,7 @@ class MSPCAResult:
             f"Marchenko–Pastur edge = {self.mp_edge:.6g}",
             f"threshold ε = {self.threshold:.4g}, knockoff strength θ'² = "
             f"{self.knockoff_strength:.4g}",
-            f"solver = {self.solver}, passes = {self.n_passes}, "
-            f"random_state = {self.random_state}",
+            f"solver = {self.solver}, passes = {self.n_passes}, random_state = {self.random_state}",
         ]
 
     def summary(self) -> str:
@@ -861,27 +915,44 @@ class MSPCAResult:
         eps = float(self.threshold)
         for k, j in enumerate(np.flatnonzero(np.asarray(self.stable))):
             ax.fill_between(
-                [j - 0.3, j + 0.3], ev[j] - eps, ev[j] + eps,
-                color=colours["stable"], alpha=0.2, linewidth=0,
+                [j - 0.3, j + 0.3],
+                ev[j] - eps,
+                ev[j] + eps,
+                color=colours["stable"],
+                alpha=0.2,
+                linewidth=0,
                 label="±ε around stable eigenvalues" if k == 0 else None,
             )
         for b in range(knock.shape[0]):
             ax.vlines(x, ev, knock[b], colors="0.6", linewidth=1.0, zorder=1)
         if knock.shape[0]:
             ax.scatter(
-                np.repeat(x[None, :], knock.shape[0], axis=0).ravel(), knock.ravel(),
-                facecolors="none", edgecolors="0.3", marker="o", s=36, zorder=2,
+                np.repeat(x[None, :], knock.shape[0], axis=0).ravel(),
+                knock.ravel(),
+                facecolors="none",
+                edgecolors="0.3",
+                marker="o",
+                s=36,
+                zorder=2,
                 label="knockoff eigenvalues",
             )
         for verdict in VERDICTS:
             mask = verdicts == verdict
             if mask.any():
                 ax.scatter(
-                    x[mask], ev[mask], color=colours[verdict], marker="o", s=36, zorder=3,
+                    x[mask],
+                    ev[mask],
+                    color=colours[verdict],
+                    marker="o",
+                    s=36,
+                    zorder=3,
                     label=verdict,
                 )
         ax.axhline(
-            float(self.mp_edge), color="black", linestyle="--", linewidth=1.0,
+            float(self.mp_edge),
+            color="black",
+            linestyle="--",
+            linewidth=1.0,
             label="Marchenko–Pastur edge",
         )
         ax.set_xticks(x)

@@ -30,12 +30,16 @@ the invariance check needs eigenvalue errors far below ``n^{-1/2}``).
 
 from __future__ import annotations
 
+from collections.abc import Hashable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import dask.array as da
 import numpy as np
+from dask.base import collections_to_expr
+from dask.highlevelgraph import HighLevelGraph
 
-__all__ = ["Oriented", "orient", "pass_graph"]
+__all__ = ["Oriented", "PassGraph", "orient", "pass_graph", "name_pass"]
 
 
 @dataclass(frozen=True)
@@ -98,16 +102,102 @@ def orient(X: da.Array, *, dual: bool | None = None) -> Oriented:
 
 def _big_side(values: np.ndarray, M: da.Array) -> da.Array:
     """Wrap a NumPy ``(m, k)`` array with the row chunks of ``M``."""
-    return da.from_array(np.ascontiguousarray(values, dtype=np.float64), chunks=(M.chunks[0], values.shape[1]))
+    return da.from_array(
+        np.ascontiguousarray(values, dtype=np.float64), chunks=(M.chunks[0], values.shape[1])
+    )
 
 
 def _small(values: np.ndarray) -> da.Array:
     return da.from_array(np.ascontiguousarray(values, dtype=np.float64), chunks=values.shape)
 
 
+# ---------------------------------------------------------------------------- chunk kernels
+# One task per chunk and product: the chunk is up-cast to float64 once, multiplied by a thin
+# block, and only the small result leaves the task.  The per-chunk partials of a reduction are
+# added in chunk order by ``_ordered_sum`` (element-wise additions in a fixed order), so a
+# result does not depend on which worker computed which partial, nor on a recomputation after
+# a worker was lost: the same graph gives the same bits.  The kernels use only ``@``,
+# ``.T``, ``astype`` and indexing, which CuPy arrays share.
+
+
+def _as_float64(block: Any) -> Any:
+    """The chunk (or a small operand) as a C-ordered, aligned float64 array.
+
+    Copied only when it is not one already.  This matters for reproducibility, not only for
+    speed: an array deserialized from a transfer between workers can start at any byte, and
+    NumPy multiplies misaligned arrays with its own loops instead of BLAS, which sum in a
+    different order — the same task then gave results that differed in the last bits
+    depending on whether its inputs had travelled.
+    """
+    out = block.astype(np.float64, order="C", copy=False)
+    flags = getattr(out, "flags", None)  # NumPy; CuPy allocations are always aligned
+    if flags is not None and not flags.aligned:
+        out = out.copy()
+    return out
+
+
+def _gram_kernel(block: Any, _same: Any) -> Any:
+    b = _as_float64(block)
+    return (b.T @ b)[None]
+
+
+def _krylov_kernel(block: Any, V: Any) -> Any:
+    b = _as_float64(block)
+    return (b.T @ (b @ _as_float64(V)))[None]
+
+
+def _keep_kernel(block: Any, W: Any) -> Any:
+    return _as_float64(block) @ _as_float64(W)
+
+
+def _side_kernel(block: Any, O: Any) -> Any:  # noqa: E741 - the paper's name
+    return (_as_float64(block).T @ _as_float64(O))[None]
+
+
+def _ordered_sum(parts: Any, axis: Any = None, keepdims: bool = False) -> Any:
+    """Sum of per-chunk partials (a list, or one array) along axis 0, in chunk order."""
+    if isinstance(parts, list):
+        total = parts[0].copy() if len(parts) == 1 else parts[0] + parts[1]  # element-wise
+        for part in parts[2:]:
+            total += part
+    else:
+        total = parts
+    return total if keepdims else total[0]
+
+
+def _sum_partials(partials: da.Array) -> da.Array:
+    """``partials.sum(axis=0)`` for ``(n_chunks, ...)`` partials with blocks of length 1."""
+    if partials.numblocks[0] == 1:
+        return partials[0]
+    return da.reduction(
+        partials, chunk=_identity_chunk, combine=_ordered_sum, aggregate=_ordered_sum,
+        axis=0, concatenate=False, dtype=np.float64, meta=np.empty((0,) * (partials.ndim - 1)),
+        name="sum-partials",
+    )
+
+
+def _identity_chunk(x: Any, axis: Any = None, keepdims: bool = True) -> Any:
+    return x
+
+
+class PassGraph(dict[str, da.Array]):
+    """The lazy products of one pass (a ``dict``), with the layer names of the data they read.
+
+    ``source_names`` lets :func:`name_pass` rename every task of the pass *except* the ones
+    that produce the data (chunk reads keep their keys).  ``named`` is the pass name once the
+    keys carry it.  ``n_chunks`` is the number of row blocks of ``M`` the pass reads (the
+    executor sizes BLAS thread pools with it).
+    """
+
+    source_names: frozenset[str] = frozenset()
+    named: str | None = None
+    n_chunks: int | None = None
+
+
 def pass_graph(
     data: Oriented,
     *,
+    name: str | None = None,
     gram: bool = False,
     krylov: np.ndarray | None = None,
     keep: np.ndarray | None = None,
@@ -119,6 +209,9 @@ def pass_graph(
     Parameters
     ----------
     data : Oriented
+    name : str, optional
+        The pass name (``"mspca-stats"``, ``"mspca-pass-3"``, ...): when given, every task key
+        computed by the pass, except the chunk reads, starts with it (see :func:`name_pass`).
     gram : bool
         Include ``MᵀM`` (p, p).
     krylov : (p, a) ndarray, optional
@@ -133,21 +226,32 @@ def pass_graph(
 
     Returns
     -------
-    dict of str to dask.array.Array
+    PassGraph
+        A ``dict`` of str to dask.array.Array.
     """
-    M = data.M
-    if M.dtype != np.float64:
-        M = M.astype(np.float64)
+    source = data.M
+    M = source
     out: dict[str, da.Array] = {}
     if gram:
-        out["gram"] = M.T @ M
+        out["gram"] = _sum_partials(
+            da.blockwise(_gram_kernel, "ijk", M, "ij", M, "ik", adjust_chunks={"i": 1},
+                         dtype=np.float64, meta=np.empty((0, 0, 0)))
+        )
     if krylov is not None:
-        Y = M @ _small(krylov)
-        out["krylov"] = M.T @ Y
+        out["krylov"] = _sum_partials(
+            da.blockwise(_krylov_kernel, "ijl", M, "ij", _small(krylov), "jl",
+                         adjust_chunks={"i": 1}, dtype=np.float64, meta=np.empty((0, 0, 0)))
+        )
     if keep is not None:
-        out["keep"] = M @ _small(keep)
+        out["keep"] = da.blockwise(_keep_kernel, "il", M, "ij", _small(keep), "jl",
+                                   concatenate=True, dtype=np.float64, meta=np.empty((0, 0)))
     if side is not None:
-        out["side"] = M.T @ _big_side(side, M)
+        out["side"] = _sum_partials(
+            da.blockwise(_side_kernel, "ijl", M, "ij", _big_side(side, M), "il",
+                         adjust_chunks={"i": 1}, dtype=np.float64, meta=np.empty((0, 0, 0)))
+        )
+    if M.dtype != np.float64:
+        M = M.astype(np.float64)
     if stats:
         finite = da.isfinite(M)
         clean = da.where(finite, M, 0.0)
@@ -159,4 +263,78 @@ def pass_graph(
         out["col_sumsq"] = sq.sum(axis=0)
         out["row_nonfinite"] = bad.sum(axis=1)
         out["col_nonfinite"] = bad.sum(axis=0)
+    graph = PassGraph(out)
+    graph.source_names = frozenset(_layer_names(source))
+    graph.n_chunks = int(source.numblocks[0])
+    return name_pass(graph, name) if name else graph
+
+
+def _layer_names(x: da.Array) -> set[str]:
+    hlg = x.__dask_graph__()
+    if isinstance(hlg, HighLevelGraph):
+        return set(hlg.layers)
+    return {_key_name(k) for k in hlg}
+
+
+def _key_name(key: Hashable) -> str:
+    return str(key[0] if isinstance(key, tuple) else key)
+
+
+def name_pass(graph: Mapping[str, da.Array], name: str) -> PassGraph:
+    """The same products with every computed task key prefixed by the pass name.
+
+    The graph is optimised (as ``dask.compute`` would: blockwise fusion, culling) and its keys
+    renamed from ``matmul-<token>`` to ``<name>-matmul-<token>``, so that Dask's task *groups*
+    (``key_split_group``: the layer name) carry the pass name and the dashboard's task stream,
+    progress bars and task-group graph tell which pass is running.  Keys of the data's own
+    layers (``graph.source_names``: chunk reads) are kept, so reading is still counted and
+    cached exactly as before; nothing is added to the graph, so each chunk is still read
+    once per pass.  Compute the result with ``optimize_graph=False`` (it is optimised).
+
+    Dask's task *prefix* (``key_split``) stops at the first word that is not alphabetic: a
+    pass numbered ``mspca-pass-3`` shows as prefix ``mspca-pass`` (one colour for all Krylov
+    passes) and as group ``mspca-pass-3-matmul-<token>``.
+
+    Parameters
+    ----------
+    graph : mapping of str to dask.array.Array
+        Products of one pass, typically from :func:`pass_graph`.
+    name : str
+        The pass name.
+
+    Returns
+    -------
+    PassGraph
+    """
+    arrays = list(graph.values())
+    source = frozenset(getattr(graph, "source_names", frozenset()))
+    n_chunks = getattr(graph, "n_chunks", None)
+    if not arrays:
+        out = PassGraph()
+        out.named, out.source_names, out.n_chunks = name, source, n_chunks
+        return out
+    # The optimised, merged graph that dask.compute would run (shared chunk reads stay shared).
+    expr = collections_to_expr(arrays, optimize_graph=True).optimize()
+    dsk: dict[Hashable, Any] = dict(expr.__dask_graph__())
+    prefix = f"{name}-"
+
+    def rename(key: Hashable) -> Hashable:
+        base = _key_name(key)
+        if base in source or base.startswith(prefix):
+            return key
+        new = prefix + base
+        return (new, *key[1:]) if isinstance(key, tuple) else new
+
+    subs = {k: r for k in dsk if (r := rename(k)) != k}
+    renamed = {
+        subs.get(k, k): (node.substitute(subs, key=subs[k]) if k in subs else node.substitute(subs))
+        for k, node in dsk.items()
+    }
+    out = PassGraph()
+    for product, arr in graph.items():
+        new_name = _key_name(rename(arr.name))
+        layer: Any = renamed  # a mapping of keys to tasks, as HighLevelGraph expects
+        hlg = HighLevelGraph.from_collections(new_name, layer, dependencies=())
+        out[product] = da.Array(hlg, new_name, chunks=arr.chunks, meta=arr._meta)
+    out.named, out.source_names, out.n_chunks = name, source, n_chunks
     return out
