@@ -23,7 +23,6 @@ from sklearn.utils.validation import (
 
 if TYPE_CHECKING:
     import dask.array as da
-    from sklearn.utils import Tags
 
     from .result import MSPCAResult
 
@@ -37,6 +36,24 @@ def _is_dask_array(X: Any) -> bool:
     import dask.array as da
 
     return isinstance(X, da.Array)
+
+
+def _check_dask_array(X: da.Array) -> None:
+    """The checks ``validate_data`` would make, on metadata only (nothing is computed).
+
+    NaN and infinite values are found by :func:`mspca_dask.fit` as it streams the data.
+    """
+    if X.ndim != 2:
+        raise ValueError(
+            f"Expected a 2D array, got a {X.ndim}D Dask array of shape {X.shape} instead."
+        )
+    if any(np.isnan(s) for s in X.shape):
+        raise ValueError(
+            f"the Dask array has unknown chunk sizes (shape {X.shape}); call "
+            "X.compute_chunk_sizes() first"
+        )
+    if X.dtype.kind not in "biuf":
+        raise ValueError(f"Dask array of dtype {X.dtype} is not supported: expected real numbers.")
 
 
 class MeanShiftPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
@@ -128,10 +145,18 @@ class MeanShiftPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstima
 
     **Input.**  NumPy-like input (lists, pandas DataFrames, ...) is validated as in
     scikit-learn (float64, at least 2 samples, no NaN or infinity, no sparse matrix).
-    A Dask array is *not* loaded into memory: it is checked by :func:`mspca_dask.fit`
-    as it streams, and :meth:`transform` returns a lazy Dask array for Dask input.
-    Features that are constant across the samples are refused by
-    :func:`mspca_dask.fit` (:class:`mspca_dask.InputError`, a ``ValueError``).
+    A Dask array is *not* loaded into memory: its shape and dtype are checked here,
+    its values (NaN, infinity) by :func:`mspca_dask.fit` as it streams, and
+    :meth:`transform` returns a lazy Dask array for Dask input.
+    Features that are constant across the samples are refused, as by
+    :func:`mspca_dask.fit` (:class:`mspca_dask.InputError`, a ``ValueError`` naming
+    them): they carry no variance, and with ``location=None`` they would silently
+    enter the uncentred analysis.  Drop them first, e.g. with
+    :class:`sklearn.feature_selection.VarianceThreshold` in a pipeline.
+
+    **n_components.**  As in :class:`sklearn.decomposition.PCA`, ``n_components`` larger
+    than ``min(n_samples, n_features)`` is an error (``ValueError``), not silently
+    clipped.
 
     Examples
     --------
@@ -245,10 +270,7 @@ class MeanShiftPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstima
         from .api import fit
 
         if _is_dask_array(X):
-            if X.ndim != 2:
-                raise ValueError(
-                    f"Expected a 2D array, got a {X.ndim}D Dask array of shape {X.shape}."
-                )
+            _check_dask_array(X)
             _check_n_features(self, X, reset=True)
             _check_feature_names(self, X, reset=True)
         else:
@@ -313,10 +335,7 @@ class MeanShiftPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstima
         """
         check_is_fitted(self)
         if _is_dask_array(X):
-            if X.ndim != 2:
-                raise ValueError(
-                    f"Expected a 2D array, got a {X.ndim}D Dask array of shape {X.shape}."
-                )
+            _check_dask_array(X)
             _check_n_features(self, X, reset=False)
             _check_feature_names(self, X, reset=False)
             return (X - self.mean_) @ self.components_.T
@@ -327,8 +346,3 @@ class MeanShiftPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstima
     def _n_features_out(self) -> int:
         """Number of output features (used by :meth:`get_feature_names_out`)."""
         return self.components_.shape[0]
-
-    def __sklearn_tags__(self) -> Tags:
-        tags = super().__sklearn_tags__()
-        tags.transformer_tags.preserves_dtype = ["float64"]
-        return tags
