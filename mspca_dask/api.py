@@ -55,6 +55,8 @@ _SOLVERS = ("auto", "exact", "randomized")
 #: Largest operator dimension for which the exact solver keeps a dense Gram matrix on the
 #: driver (8192² float64 = 512 MiB).
 EXACT_MAX_DIM = 8192
+#: Extra eigenpairs computed per knockoff spectrum (see ``_Fit.K_knockoff``).
+KNOCKOFF_EXTRA = 2
 
 
 def fit(
@@ -177,29 +179,32 @@ def fit(
             f"(not {n_components})"
         )
     loc_mode, loc_vec = _check_location(location, d)
-    executor = Executor(scheduler=scheduler, progress=progress)
     data = orient(X)
     chosen = _choose_solver(solver, data, n_components, n_knockoffs, oversampling)
-    run = _Fit(
-        data=data,
-        executor=executor,
-        loc_mode=loc_mode,
-        loc_vec=loc_vec,
-        **{**params, "solver": chosen},
-    )
-    out = run.run()
+    # A client connected here (scheduler="tcp://...") is closed after the fit; an active or
+    # handed-in Client is left open.
+    with Executor(scheduler=scheduler, progress=progress) as executor:
+        run = _Fit(
+            data=data,
+            executor=executor,
+            loc_mode=loc_mode,
+            loc_vec=loc_vec,
+            **{**params, "solver": chosen},
+        )
+        out = run.run()
+        where, n_passes = executor.description, executor.n_passes
     params.update(
         variable=variable,
         sample_dim=sample_dim,
         location="auto" if loc_mode == "auto" else ("none" if loc_mode == "none" else "given"),
         solver=chosen,
         source=src.description,
-        scheduler=executor.description,
+        scheduler=where,
     )
     return MSPCAResult(
         **out,
         solver=chosen,
-        n_passes=executor.n_passes,
+        n_passes=n_passes,
         random_state=random_state,
         params=params,
         sample_coords=src.sample_coords,
@@ -358,7 +363,7 @@ class _Fit:
             for b in range(B):
                 memb[rng_memb.choice(n, size=k, replace=False), b] = 1.0
             self.memberships = memb
-        ell = min(self.data.p, self.K + self.oversampling)
+        ell = min(self.data.p, self.K + KNOCKOFF_EXTRA + self.oversampling)
         self.omega = rng_sketch.standard_normal((self.data.p, ell))
         if self.loc_mode == "given":
             self.mu = self.loc_vec
@@ -420,13 +425,27 @@ class _Fit:
         assert self.Xt_memb is not None
         return (a, f, self.Xt_memb[:, b])
 
-    def _spectrum(self, lowrank: LowRank, base: LowRank | None = None) -> _Spectrum:
-        """Top-K eigenpairs of ``(MᵀM + low rank)/n`` by the chosen solver."""
+    @property
+    def K_knockoff(self) -> int:
+        """Eigenpairs computed per knockoff spectrum: ``K + KNOCKOFF_EXTRA`` (at most ``p``).
+
+        A knockoff adds a rank-one term to the data, so a rank-two term to the operator, and
+        its own spike can push the K-th eigenpair down by up to two places; matching ``K``
+        pairs against only the top ``K`` of a knockoff then finds no partner for it and
+        calls a covariance spike "moved".
+        """
+        return min(self.K + KNOCKOFF_EXTRA, self.data.p)
+
+    def _spectrum(
+        self, lowrank: LowRank, base: LowRank | None = None, k: int | None = None
+    ) -> _Spectrum:
+        """Top-``k`` (default K) eigenpairs of ``(MᵀM + low rank)/n`` by the chosen solver."""
         n = self.n
+        k = self.K if k is None else k
         if self.solver == "exact":
             assert self.gram is not None
             A = dense_operator(self.gram, lowrank, n)
-            vals, vecs = top_eigh(A, self.K)
+            vals, vecs = top_eigh(A, k)
             op_vecs = None
             if base is not None and self.data.dual:
                 if self._base_dense is None or self._base_dense[0] is not base:
@@ -435,7 +454,7 @@ class _Fit:
             return _Spectrum(vals, vecs, np.zeros(len(vals)), op_vecs)
         assert self.Q is not None and self.Z is not None
         OpQ = apply_operator(self.Z, self.Q, lowrank, n)
-        vals, coef, _res, bounds = rayleigh_ritz(self.Q, OpQ, self.K)
+        vals, coef, _res, bounds = rayleigh_ritz(self.Q, OpQ, k)
         vecs = self.Q @ coef
         op_vecs = None
         if base is not None and self.data.dual:
@@ -705,7 +724,9 @@ class _Fit:
             strength = rmt.knockoff_strength(spec.values[0], self.c, s2, self.knockoff_factor)
             knock = [
                 self._spectrum(
-                    self._lowrank(base_terms + [self._knockoff_term(b, strength)]), base=base
+                    self._lowrank(base_terms + [self._knockoff_term(b, strength)]),
+                    base=base,
+                    k=self.K_knockoff,
                 )
                 for b in range(self.B)
             ]
@@ -785,7 +806,7 @@ class _Fit:
     def _feature_overlaps(
         self, spec: _Spectrum, ko: _Spectrum, b: int, strength: float
     ) -> np.ndarray:
-        """``|⟨ṽᵢ, v'ⱼ⟩|`` (K, K) between *feature-space* unit eigenvectors of both spectra.
+        """``|⟨ṽᵢ, v'ⱼ⟩|`` (K, K') between *feature-space* unit eigenvectors of both spectra.
 
         Primal: the operator-space vectors are the feature-space ones.  Dual: with
         ``ṽ = X̃ᵀũ/√(nλ̃)`` and ``v' = X̃'ᵀu'/√(nλ')``,

@@ -72,9 +72,12 @@ def check_invariance(
     ----------
     eigenvalues : (K,) ndarray
         Original eigenvalues ``λ̃``, descending.
-    knockoff_eigenvalues : (B, K) ndarray
-        Top-K eigenvalues of each of the ``B`` knockoff spectra, descending.
-    overlaps : (B, K, K) ndarray
+    knockoff_eigenvalues : (B, K') ndarray
+        Top-K' eigenvalues of each of the ``B`` knockoff spectra, descending, ``K' ≥ K``.
+        A knockoff's own spike can push an invariant eigenpair below its K-th place, so
+        computing a couple more than K (``fit`` takes ``K' = K + 2``) keeps its partner
+        in view.
+    overlaps : (B, K, K') ndarray
         ``|⟨ũᵢ, u'_{b,j}⟩|`` between unit feature-space eigenvectors.
     threshold : float
         ``ε``, on the data scale.
@@ -104,11 +107,11 @@ def check_invariance(
     if ov.ndim == 2:
         ov = ov[None]
     K = lam.shape[0]
-    B = knock.shape[0]
-    if knock.shape != (B, K) or ov.shape != (B, K, K):
+    B, K_knock = knock.shape
+    if K_knock < K or ov.shape != (B, K, K_knock):
         raise ValueError(
             f"shapes disagree: eigenvalues {lam.shape}, knockoff_eigenvalues {knock.shape}, "
-            f"overlaps {ov.shape}; expected (K,), (B, K), (B, K, K)"
+            f"overlaps {ov.shape}; expected (K,), (B, K') and (B, K, K') with K' >= K"
         )
     matched = np.zeros((B, K), dtype=int)
     disp = np.zeros((B, K))

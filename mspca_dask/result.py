@@ -58,6 +58,9 @@ FEATURE_DIM = "{feature_dim}"
 #: Fixed dimension names of the result.
 COMPONENT_DIM = "component"
 KNOCKOFF_DIM = "knockoff"
+#: Eigenpairs of each knockoff spectrum: K' >= K of them (a knockoff's own spike can push an
+#: invariant pair below the K-th place, so ``fit`` computes K + 2).
+KNOCKOFF_COMPONENT_DIM = "knockoff_component"
 
 #: The three verdicts of an eigenpair, in the order used for colours and legends.
 VERDICTS = ("stable", "mean shift", "bulk")
@@ -102,11 +105,11 @@ RESULT_VARIABLES: dict[str, VariableSpec] = {
         "Top-K eigenvalues of (X - location)ᵀ(X - location)/n, descending.",
     ),
     "knockoff_eigenvalue": VariableSpec(
-        (KNOCKOFF_DIM, COMPONENT_DIM),
+        (KNOCKOFF_DIM, KNOCKOFF_COMPONENT_DIM),
         "f",
         True,
         "knockoff_eigenvalues_all",
-        "Top-K eigenvalues of each knockoff spectrum.",
+        "Top-K' eigenvalues of each knockoff spectrum (K' >= K), descending.",
     ),
     "stable": VariableSpec(
         (COMPONENT_DIM,),
@@ -176,7 +179,8 @@ RESULT_VARIABLES: dict[str, VariableSpec] = {
         "i",
         False,
         "knockoff_match",
-        "Index of the knockoff eigenpair matched (by eigenvector) to each eigenpair.",
+        "Index (along knockoff_component) of the knockoff eigenpair matched, by eigenvector, "
+        "to each eigenpair.",
     ),
 }
 
@@ -321,8 +325,10 @@ class MSPCAResult:
     ----------
     eigenvalues : (K,) ndarray
         Top-K eigenvalues ``λ̃`` of the covariance ``(X - location)ᵀ(X - location)/n``.
-    knockoff_eigenvalues_all : (B, K) ndarray
-        Top-K eigenvalues ``λ'`` of each knockoff spectrum.
+    knockoff_eigenvalues_all : (B, K') ndarray
+        Top-K' eigenvalues ``λ'`` of each knockoff spectrum, ``K' ≥ K`` (``fit``: ``K + 2``,
+        at most the smaller dimension), so that an eigenpair pushed down by the knockoff's
+        own spike still has its partner; :attr:`matched_knockoff_eigenvalues` is ``(B, K)``.
     stable : (K,) bool ndarray
         True for covariance eigenpairs (invariant under the knockoff).
     candidate : (K,) bool ndarray
@@ -442,12 +448,24 @@ class MSPCAResult:
         K, n, d = ev.shape[0], int(self.n_samples), int(self.n_features)
         if np.ndim(self.knockoff_eigenvalues_all) != 2:
             raise ShapeError(
-                "knockoff_eigenvalues_all must be 2-D, shaped (B, K) "
+                "knockoff_eigenvalues_all must be 2-D, shaped (B, K') with K' >= K "
                 f"(got shape {np.shape(self.knockoff_eigenvalues_all)})"
             )
-        B = np.shape(self.knockoff_eigenvalues_all)[0]
+        B, K_knock = np.shape(self.knockoff_eigenvalues_all)
+        if K_knock < K:
+            raise ShapeError(
+                f"knockoff_eigenvalues_all must have shape (B, K') with K' >= K = {K} "
+                f"(got shape {np.shape(self.knockoff_eigenvalues_all)})"
+            )
+        if self.knockoff_match is not None and np.size(self.knockoff_match):
+            match = np.asarray(self.knockoff_match)
+            if match.dtype.kind not in "iu" or match.min() < 0 or match.max() >= K_knock:
+                raise ShapeError(
+                    f"knockoff_match must hold indices in [0, {K_knock}) of the knockoff "
+                    f"eigenpairs (got {match.dtype} values from {match.min()} to {match.max()})"
+                )
         expected: dict[str, tuple[int, ...] | None] = {
-            "knockoff_eigenvalues_all": (B, K),
+            "knockoff_eigenvalues_all": (B, K_knock),
             "stable": (K,),
             "candidate": (K,),
             "reasons": (K,),
@@ -514,7 +532,7 @@ class MSPCAResult:
 
     @property
     def knockoff_eigenvalues(self) -> np.ndarray:
-        """(K,) ndarray: eigenvalues of the first knockoff spectrum (NaN if ``B = 0``)."""
+        """(K',) ndarray: eigenvalues of the first knockoff spectrum (NaN if ``B = 0``)."""
         if self.n_knockoffs == 0:
             return np.full(self.n_components, np.nan)
         return np.asarray(self.knockoff_eigenvalues_all)[0]
@@ -528,7 +546,7 @@ class MSPCAResult:
         """
         knock = np.asarray(self.knockoff_eigenvalues_all, dtype=float)
         if self.knockoff_match is None:
-            return knock
+            return knock[:, : self.n_components]
         return np.take_along_axis(knock, np.asarray(self.knockoff_match, dtype=int), axis=1)
 
     @property

@@ -359,10 +359,21 @@ def test_executor__rejects_unknown_schedulers():
 # ---------------------------------------------------------------------------- real processes
 
 
+def _n_clients(client) -> int:
+    return client.run_on_scheduler(lambda dask_scheduler: len(dask_scheduler.clients))
+
+
 def test_fit__through_a_scheduler_address_matches_the_threaded_fit(real_cluster, model, reference):
+    before = _n_clients(real_cluster["client"])
     res = mspca_dask.fit(model.to_dask(CHUNKS), n_components=K, scheduler=real_cluster["address"])
     assert res.params["scheduler"] == f"distributed ({real_cluster['address']})"
     assert_same_result(res, reference, rtol=1e-10, atol=1e-10)
+    # the client fit opened for the address is closed again (scheduler-side bookkeeping of a
+    # closed client takes a moment)
+    deadline = time.monotonic() + 10
+    while _n_clients(real_cluster["client"]) > before and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert _n_clients(real_cluster["client"]) == before
 
 
 def test_fit__sigkill_of_a_busy_worker_gives_the_bitwise_identical_result(real_cluster, model):

@@ -140,7 +140,7 @@ def test_result__is_frozen(res: MSPCAResult) -> None:
         ("scores", np.zeros((N, K + 1)), r"scores must have shape \(20, 4\)"),
         ("eigenvectors", np.zeros((K, D - 1)), r"eigenvectors must have shape \(4, 6\)"),
         ("location", np.zeros(D + 1), r"location must have shape \(6,\)"),
-        ("knockoff_eigenvalues_all", np.zeros(K), r"must be 2-D, shaped \(B, K\)"),
+        ("knockoff_eigenvalues_all", np.zeros(K), r"must be 2-D, shaped \(B, K'\)"),
         ("knockoff_eigenvalues_all", np.zeros((B, K - 1)), r"knockoff_eigenvalues_all must"),
         ("sample_coords", np.arange(N - 1), r"sample_coords must have shape \(20,\)"),
         ("eigenvalues", np.zeros((K, 1)), r"eigenvalues must be 1-D"),
@@ -268,7 +268,9 @@ def test_transform__raises_on_1d_input(res: MSPCAResult) -> None:
 
 def test_to_dataset__follows_schema(res: MSPCAResult) -> None:
     ds = res.to_dataset()
-    assert dict(ds.sizes) == {"component": K, "knockoff": B, "samples": N, "features": D}
+    assert dict(ds.sizes) == {
+        "component": K, "knockoff": B, "knockoff_component": K, "samples": N, "features": D
+    }
     for name, spec in RESULT_VARIABLES.items():
         dims = tuple(
             {"{sample_dim}": "samples", "{feature_dim}": "features"}.get(d, d) for d in spec.dims
