@@ -236,6 +236,10 @@ def build_parser() -> argparse.ArgumentParser:
         help="run on Dask's threaded scheduler instead of a local cluster",
     )
     d.set_defaults(handler=_cmd_demo)
+
+    from .genomics import register_cli  # ``mspca genomics run|check JOB.toml``
+
+    register_cli(sub)
     return parser
 
 

@@ -1,0 +1,1 @@
+"""Scheduled jobs built on mspca_dask (see pipelines/README.md)."""
