@@ -27,14 +27,11 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 from .api import fit
 from .errors import (
-    DTypeError,
-    InputError,
+    USAGE_ERRORS,
     MSPCAError,
     MSPCAWarning,
     ParameterError,
     ResultExistsError,
-    SourceNotFoundError,
-    VariableNotFoundError,
 )
 from .io import is_complete
 
@@ -55,14 +52,6 @@ EXIT_EXISTS = 3
 #: Exit status after Ctrl-C (128 + SIGINT), as shells report it.
 EXIT_INTERRUPTED = 130
 
-#: Errors that mean "the input or the parameters are wrong" (exit status 2).
-_USAGE_ERRORS: tuple[type[MSPCAError], ...] = (
-    InputError,
-    DTypeError,
-    ParameterError,
-    SourceNotFoundError,
-    VariableNotFoundError,
-)
 
 #: Row chunk of the demo's Zarr store (8 chunks at the default 2000 samples).
 DEMO_CHUNK_ROWS = 250
@@ -151,47 +140,66 @@ def build_parser() -> argparse.ArgumentParser:
         help="path or fsspec URL of a Zarr store (v2 or v3): an array, or a group with --variable",
     )
     p.add_argument(
-        "--components", "-k", metavar="K", type=_positive_int, default=10,
+        "--components",
+        "-k",
+        metavar="K",
+        type=_positive_int,
+        default=10,
         help="number K of leading eigenpairs examined (default: 10)",
     )
     p.add_argument(
-        "--out", "-o", metavar="RESULT.zarr", required=True,
+        "--out",
+        "-o",
+        metavar="RESULT.zarr",
+        required=True,
         help="where to write the result (a Zarr store); read it with mspca_dask.open_result",
     )
     p.add_argument("--variable", metavar="V", help="array of a Zarr group to analyse")
     p.add_argument(
-        "--sample-dim", metavar="D", default="samples",
+        "--sample-dim",
+        metavar="D",
+        default="samples",
         help="name of the sample dimension of a labelled store (default: samples)",
     )
     p.add_argument(
-        "--location", choices=("auto", "none"), default="auto",
+        "--location",
+        choices=("auto", "none"),
+        default="auto",
         help="'auto': subtract the robust inlier mean (default); 'none': data as they are",
     )
     p.add_argument(
-        "--solver", choices=("auto", "exact", "randomized"), default="auto",
+        "--solver",
+        choices=("auto", "exact", "randomized"),
+        default="auto",
         help="eigensolver (default: auto, the cheaper by a flop count)",
     )
     p.add_argument(
-        "--knockoffs", metavar="B", type=_positive_int, default=5,
+        "--knockoffs",
+        metavar="B",
+        type=_positive_int,
+        default=5,
         help="number of independent knockoffs (default: 5)",
     )
     p.add_argument(
-        "--seed", metavar="S", type=_non_negative_int, default=0,
+        "--seed",
+        metavar="S",
+        type=_non_negative_int,
+        default=0,
         help="random seed of the sketch and the knockoffs (default: 0)",
     )
     p.add_argument(
-        "--scheduler", metavar="ADDRESS_OR_NAME",
+        "--scheduler",
+        metavar="ADDRESS_OR_NAME",
         help=(
             "Dask scheduler address (tcp://host:8786) or a local scheduler name (threads, "
             "sync, processes); default: threads"
         ),
     )
-    p.add_argument(
-        "--overwrite", action="store_true", help="replace an existing store at --out"
-    )
+    p.add_argument("--overwrite", action="store_true", help="replace an existing store at --out")
     p.add_argument("--progress", action="store_true", help="show a progress bar per pass")
     p.add_argument(
-        "--plot", metavar="PNG",
+        "--plot",
+        metavar="PNG",
         help="also save the spectrum (eigenvalues, knockoffs, bulk edge); needs matplotlib",
     )
     p.set_defaults(handler=_cmd_fit)
@@ -208,31 +216,50 @@ def build_parser() -> argparse.ArgumentParser:
         ),
     )
     d.add_argument(
-        "--dir", metavar="DIR", type=Path, default=Path("mspca-demo"),
+        "--dir",
+        metavar="DIR",
+        type=Path,
+        default=Path("mspca-demo"),
         help="working directory of the demo (default: ./mspca-demo)",
     )
     d.add_argument(
-        "--workers", metavar="N", type=_positive_int, default=2,
+        "--workers",
+        metavar="N",
+        type=_positive_int,
+        default=2,
         help="worker processes of the local cluster, one thread each (default: 2)",
     )
     d.add_argument(
-        "--pi1", metavar="PI1", type=_fraction, default=0.1,
+        "--pi1",
+        metavar="PI1",
+        type=_fraction,
+        default=0.1,
         help="weight of the mean-shift cluster (default: 0.1)",
     )
     d.add_argument(
-        "--samples", metavar="N", type=_positive_int, default=2000,
+        "--samples",
+        metavar="N",
+        type=_positive_int,
+        default=2000,
         help="number of samples n (default: 2000)",
     )
     d.add_argument(
-        "--features", metavar="D", type=_positive_int, default=1000,
+        "--features",
+        metavar="D",
+        type=_positive_int,
+        default=1000,
         help="number of features d (default: 1000)",
     )
     d.add_argument(
-        "--seed", metavar="S", type=_non_negative_int, default=0,
+        "--seed",
+        metavar="S",
+        type=_non_negative_int,
+        default=0,
         help="seed of the simulation and of the fit (default: 0)",
     )
     d.add_argument(
-        "--no-cluster", action="store_true",
+        "--no-cluster",
+        action="store_true",
         help="run on Dask's threaded scheduler instead of a local cluster",
     )
     d.set_defaults(handler=_cmd_demo)
@@ -280,7 +307,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return handler(args)
     except ResultExistsError as err:
         return _fail(err, EXIT_EXISTS)
-    except _USAGE_ERRORS as err:
+    except USAGE_ERRORS as err:
         return _fail(err, EXIT_USAGE)
     except MSPCAError as err:
         return _fail(err, EXIT_ERROR)
@@ -369,7 +396,7 @@ def _local(path: str) -> str:
     """The filesystem path of a local path or ``file://`` URL."""
     for prefix in ("file://", "local://"):
         if path.startswith(prefix):
-            path = path[len(prefix):]
+            path = path[len(prefix) :]
     return os.path.abspath(os.path.expanduser(path))
 
 

@@ -73,6 +73,17 @@ class SchedulerError(MSPCAError, RuntimeError):
     """No Dask scheduler or workers could be reached in time."""
 
 
+#: Errors that mean "the input, the config or the parameters are wrong": the commands
+#: (``mspca``, the genomics job) exit with status 2 for them.
+USAGE_ERRORS: tuple[type[MSPCAError], ...] = (
+    InputError,
+    DTypeError,
+    ParameterError,
+    SourceNotFoundError,
+    VariableNotFoundError,
+)
+
+
 class MSPCAWarning(UserWarning):
     """Base class of warnings issued by mspca_dask."""
 

@@ -75,7 +75,7 @@ import numpy as np
 from . import preprocess
 from ._execution import Executor
 from .errors import (
-    ChunkReadError,
+    USAGE_ERRORS,
     DTypeError,
     InputError,
     MSPCAError,
@@ -84,6 +84,7 @@ from .errors import (
     SourceNotFoundError,
     VariableNotFoundError,
 )
+from .io import _ZarrChunkReader
 
 if TYPE_CHECKING:
     import xarray as xr
@@ -671,27 +672,6 @@ def job_fingerprint(cfg: JobConfig, input_fp: str) -> str:
 # --------------------------------------------------------------------------------------
 
 
-class _ChunkReader:
-    """Array-like over a zarr array whose read failures name the store and the slice."""
-
-    def __init__(self, array: Any, where: str) -> None:
-        self.array, self.where = array, where
-        self.shape = tuple(array.shape)
-        self.dtype = np.dtype(array.dtype)
-        self.ndim = len(self.shape)
-
-    def __getitem__(self, key: Any) -> np.ndarray:
-        try:
-            return np.asarray(self.array[key])
-        except MemoryError:
-            raise
-        except Exception as exc:
-            raise ChunkReadError(
-                f"could not read {self.where} at {key!r}: {type(exc).__name__}: {exc}; a chunk "
-                "file is probably corrupt or truncated"
-            ) from exc
-
-
 @dataclass(frozen=True)
 class VcfZarr:
     """A VCF Zarr store opened lazily.
@@ -809,7 +789,8 @@ def open_vcf_zarr(
         var = genotype_variable
     arr = need(var)
     where = f"VCF Zarr {store} variable {var!r}"
-    lazy = da.from_array(_ChunkReader(arr, where), chunks=arr.chunks, lock=False, fancy=False)
+    reader = _ZarrChunkReader(arr, f"VCF Zarr {store}", var)
+    lazy = da.from_array(reader, chunks=arr.chunks, lock=False, fancy=False)
     if lazy.ndim == 3:
         try:
             dosage = preprocess.dosage_from_genotypes(lazy)
@@ -2368,22 +2349,12 @@ def _sigterm_raises() -> Iterator[None]:
         signal.signal(signal.SIGTERM, previous)
 
 
-#: Errors that mean "the config or the input is wrong" (exit status 2), as in ``mspca``.
-_USAGE_ERRORS: tuple[type[MSPCAError], ...] = (
-    InputError,
-    DTypeError,
-    ParameterError,
-    SourceNotFoundError,
-    VariableNotFoundError,
-)
-
-
 def _exit_code(err: BaseException) -> int:
     if isinstance(err, JobLockedError):
         return EXIT_LOCKED
     if isinstance(err, ResultExistsError):
         return EXIT_EXISTS
-    if isinstance(err, _USAGE_ERRORS):
+    if isinstance(err, USAGE_ERRORS):
         return EXIT_USAGE
     return EXIT_ERROR
 
