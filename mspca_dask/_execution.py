@@ -13,12 +13,13 @@ Where passes run
 2. ``scheduler="tcp://host:8786"`` (``mspca fit --scheduler ADDRESS``): a running scheduler,
    connected to for this fit and disconnected after it;
 3. otherwise the embedded default: Dask's local scheduler named in ``dask.config``
-   (``scheduler``), else the **threaded scheduler**.  Measured against a ``LocalCluster``
-   (``examples/choose_scheduler.py``, numbers in ``deploy/README.md``): on one machine the
-   passes are BLAS products that release the GIL, threads share the chunks without
-   serialisation and start in no time, and a ``LocalCluster`` was slower at every size we
-   tried (its start-up alone costs more than a small fit).  Use a cluster for more than one
-   machine, for the dashboard, or for fault tolerance.
+   (``scheduler``), else the **threaded scheduler**.  Measured with
+   ``examples/choose_scheduler.py`` (numbers in ``deploy/README.md``, on a shared 2-core
+   machine, so noisy): no setup was consistently faster for the fit itself, and a
+   ``LocalCluster`` costs 3–10 s to start, as much as a small fit, while threads start at
+   once and share the chunks without serialisation (the passes are BLAS products that
+   release the GIL).  Use a cluster for more than one machine, for the dashboard, or for
+   fault tolerance.
 
 Fault tolerance
 ---------------

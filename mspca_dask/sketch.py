@@ -183,10 +183,10 @@ def _identity_chunk(x: Any, axis: Any = None, keepdims: bool = True) -> Any:
 class PassGraph(dict[str, da.Array]):
     """The lazy products of one pass (a ``dict``), with the layer names of the data they read.
 
-    ``source_names`` lets :func:`name_pass` rename every task of the pass *except* the ones
-    that produce the data (chunk reads keep their keys).  ``named`` is the pass name once the
-    keys carry it.  ``n_chunks`` is the number of row blocks of ``M`` the pass reads (the
-    executor sizes BLAS thread pools with it).
+    ``source_names`` are the layer names of the data (the chunk reads): with the pass name
+    in front they are what a dashboard shows as the reads of the pass.  ``named`` is the
+    pass name once the keys carry it.  ``n_chunks`` is the number of row blocks of ``M`` the
+    pass reads (the executor sizes BLAS thread pools with it).
     """
 
     source_names: frozenset[str] = frozenset()
@@ -286,10 +286,13 @@ def name_pass(graph: Mapping[str, da.Array], name: str) -> PassGraph:
     The graph is optimised (as ``dask.compute`` would: blockwise fusion, culling) and its keys
     renamed from ``matmul-<token>`` to ``<name>-matmul-<token>``, so that Dask's task *groups*
     (``key_split_group``: the layer name) carry the pass name and the dashboard's task stream,
-    progress bars and task-group graph tell which pass is running.  Keys of the data's own
-    layers (``graph.source_names``: chunk reads) are kept, so reading is still counted and
-    cached exactly as before; nothing is added to the graph, so each chunk is still read
-    once per pass.  Compute the result with ``optimize_graph=False`` (it is optimised).
+    progress bars and task-group graph tell which pass is running.  The chunk reads are
+    renamed too (``<name>-zarr-<token>``): passes are computed one after another, and a read
+    key shared by two passes reached the scheduler with a different task in each (its
+    dependencies renamed differently, or fused), which distributed warns "can cause failures
+    and deadlocks" while the previous pass's keys are still being released.  Passes never
+    share results anyway.  Nothing is added to the graph, so each chunk is still read once
+    per pass.  Compute the result with ``optimize_graph=False`` (it is optimised).
 
     Dask's task *prefix* (``key_split``) stops at the first word that is not alphabetic: a
     pass numbered ``mspca-pass-3`` shows as prefix ``mspca-pass`` (one colour for all Krylov
@@ -320,7 +323,7 @@ def name_pass(graph: Mapping[str, da.Array], name: str) -> PassGraph:
 
     def rename(key: Hashable) -> Hashable:
         base = _key_name(key)
-        if base in source or base.startswith(prefix):
+        if base.startswith(prefix):
             return key
         new = prefix + base
         return (new, *key[1:]) if isinstance(key, tuple) else new
