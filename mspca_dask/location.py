@@ -16,7 +16,15 @@ import warnings
 import numpy as np
 from scipy import stats
 
-__all__ = ["robust_inlier_weights"]
+__all__ = ["robust_inlier_weights", "MCD_MAX_SAMPLES"]
+
+#: Largest number of samples the MCD is fitted to; larger score matrices are subsampled (rows
+#: drawn at random, seeded) for the fit, and every sample's distance is then taken to that
+#: fit.  scikit-learn's ``MinCovDet`` costs about 0.5 ms per sample (measured: 5 s at
+#: n = 10 000, 77 s at n = 100 000, k = 2), so fitting it to all samples made the default
+#: ``location="auto"`` the slowest step of an out-of-core fit; the location and scatter of
+#: the majority of k ≤ K scores are estimated well from a few thousand of them.
+MCD_MAX_SAMPLES = 4000
 
 
 def robust_inlier_weights(
@@ -36,7 +44,8 @@ def robust_inlier_weights(
     quantile : float
         Cut-off quantile of the χ² distribution.
     random_state : int
-        Seed of MCD's random subsets (fixed: the location must be reproducible).
+        Seed of MCD's random subsets and of the subsample of rows it is fitted to when there
+        are more than :data:`MCD_MAX_SAMPLES` (fixed: the location must be reproducible).
 
     Returns
     -------
@@ -65,7 +74,11 @@ def robust_inlier_weights(
         warnings.simplefilter("ignore", RuntimeWarning)
         warnings.simplefilter("ignore", UserWarning)
         try:
-            mcd = MinCovDet(random_state=random_state).fit(T)
+            fit_rows = T
+            if n > MCD_MAX_SAMPLES:
+                rng = np.random.default_rng(random_state)
+                fit_rows = T[np.sort(rng.choice(n, size=MCD_MAX_SAMPLES, replace=False))]
+            mcd = MinCovDet(random_state=random_state).fit(fit_rows)
             d2 = mcd.mahalanobis(T)
         except (ValueError, np.linalg.LinAlgError):
             med = np.median(T, axis=0)
