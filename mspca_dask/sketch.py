@@ -170,8 +170,14 @@ def _sum_partials(partials: da.Array) -> da.Array:
     if partials.numblocks[0] == 1:
         return partials[0]
     return da.reduction(
-        partials, chunk=_identity_chunk, combine=_ordered_sum, aggregate=_ordered_sum,
-        axis=0, concatenate=False, dtype=np.float64, meta=np.empty((0,) * (partials.ndim - 1)),
+        partials,
+        chunk=_identity_chunk,
+        combine=_ordered_sum,
+        aggregate=_ordered_sum,
+        axis=0,
+        concatenate=False,
+        dtype=np.float64,
+        meta=np.empty((0,) * (partials.ndim - 1)),
         name="sum-partials",
     )
 
@@ -234,21 +240,57 @@ def pass_graph(
     out: dict[str, da.Array] = {}
     if gram:
         out["gram"] = _sum_partials(
-            da.blockwise(_gram_kernel, "ijk", M, "ij", M, "ik", adjust_chunks={"i": 1},
-                         dtype=np.float64, meta=np.empty((0, 0, 0)))
+            da.blockwise(
+                _gram_kernel,
+                "ijk",
+                M,
+                "ij",
+                M,
+                "ik",
+                adjust_chunks={"i": 1},
+                dtype=np.float64,
+                meta=np.empty((0, 0, 0)),
+            )
         )
     if krylov is not None:
         out["krylov"] = _sum_partials(
-            da.blockwise(_krylov_kernel, "ijl", M, "ij", _small(krylov), "jl",
-                         adjust_chunks={"i": 1}, dtype=np.float64, meta=np.empty((0, 0, 0)))
+            da.blockwise(
+                _krylov_kernel,
+                "ijl",
+                M,
+                "ij",
+                _small(krylov),
+                "jl",
+                adjust_chunks={"i": 1},
+                dtype=np.float64,
+                meta=np.empty((0, 0, 0)),
+            )
         )
     if keep is not None:
-        out["keep"] = da.blockwise(_keep_kernel, "il", M, "ij", _small(keep), "jl",
-                                   concatenate=True, dtype=np.float64, meta=np.empty((0, 0)))
+        out["keep"] = da.blockwise(
+            _keep_kernel,
+            "il",
+            M,
+            "ij",
+            _small(keep),
+            "jl",
+            concatenate=True,
+            dtype=np.float64,
+            meta=np.empty((0, 0)),
+        )
     if side is not None:
         out["side"] = _sum_partials(
-            da.blockwise(_side_kernel, "ijl", M, "ij", _big_side(side, M), "il",
-                         adjust_chunks={"i": 1}, dtype=np.float64, meta=np.empty((0, 0, 0)))
+            da.blockwise(
+                _side_kernel,
+                "ijl",
+                M,
+                "ij",
+                _big_side(side, M),
+                "il",
+                adjust_chunks={"i": 1},
+                dtype=np.float64,
+                meta=np.empty((0, 0, 0)),
+            )
         )
     if M.dtype != np.float64:
         M = M.astype(np.float64)
