@@ -1,0 +1,96 @@
+"""benchmarks/{scale,peers,runtime}.py --quick: each script runs and writes its results files.
+
+Smoke tests of the benchmark scripts (issue: performance benchmarks run by hand, results
+committed).  They check the structure of what the scripts write, never a timing: the
+timings of a test run on a shared machine mean nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+BENCH = ROOT / "benchmarks"
+
+pytestmark = pytest.mark.slow
+
+META_KEYS = {
+    "cpu",
+    "cores",
+    "ram_gib",
+    "versions",
+    "blas",
+    "load_average_start",
+    "load_average_end",
+    "shared_machine",
+    "quick",
+}
+
+
+def _run(script: str, out: Path) -> dict:
+    proc = subprocess.run(
+        [sys.executable, str(BENCH / script), "--quick", "--out", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=ROOT,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    name = script.removesuffix(".py")
+    for ext in ("json", "md", "png"):
+        assert (out / f"{name}.{ext}").is_file(), f"{name}.{ext} missing"
+    payload = json.loads((out / f"{name}.json").read_text())
+    assert META_KEYS <= set(payload["meta"]), set(payload["meta"])
+    assert payload["meta"]["quick"] is True
+    md = (out / f"{name}.md").read_text()
+    assert "shared 2-core" in md or "shared" in md
+    return payload
+
+
+def test_scale_quick__writes_points_limits_and_memory(tmp_path):
+    payload = _run("scale.py", tmp_path)
+    assert len(payload["points"]) == 2
+    for point in payload["points"]:
+        assert point["n_passes"] >= 2
+        assert point["peak_rss"] > 0
+        assert point["limits"]["read"]["seconds"] > 0
+        assert {"gram_f64", "krylov_f64", "thin_f64", "gram_f32"} <= set(point["limits"]["gemm"])
+        for p in point["passes"]:
+            assert {
+                "name",
+                "seconds",
+                "gb_per_s",
+                "read_limit_gb_per_s",
+                "gemm_f64_limit_gb_per_s",
+            } <= set(p)
+    assert payload["chunking"] and payload["location_study"]
+    assert {"intercept", "slope", "r2"} <= set(payload["linear_fit_seconds"])
+
+
+def test_peers_quick__compares_against_the_exact_spectrum(tmp_path):
+    payload = _run("peers.py", tmp_path)
+    methods = {r["method"] for r in payload["methods"]}
+    assert {"mspca randomized", "svd_compressed q4", "dask-ml PCA"} <= methods
+    for r in payload["methods"]:
+        assert r["seconds"] > 0 and r["peak_rss"] > 0
+        assert r["max_abs_error"] >= 0
+    assert {"time_ratio", "accuracy_ratio", "met"} <= set(payload["target"])
+    assert len(payload["exact"]["uncentred"]) == payload["meta"]["K"]
+
+
+def test_runtime_quick__fits_the_cost_model(tmp_path):
+    payload = _run("runtime.py", tmp_path)
+    assert [r["case"] for r in payload["paper"]["components"]] == ["1 PC", "9 PCs"]
+    assert payload["paper"]["scaling"]
+    for r in payload["grid"]:
+        assert r["randomized"]["n_passes"] >= 2
+        assert r["auto_choice"] in ("exact", "randomized")
+    model = payload["cost_model"]
+    for key in ("a_gram_s_per_madd", "a_eigh_s_per_p3", "a_krylov_s_per_madd", "p_star"):
+        assert key in model
+    assert model["crossover"]
