@@ -277,13 +277,28 @@ def _check_location(location: Any, d: int) -> tuple[str, np.ndarray | None]:
     return "given", vec
 
 
-def _choose_solver(solver: str, data: Oriented, K: int, B: int, oversampling: int) -> str:
-    """Flop-count cost model of the two paths (issue: calibrate from timings later).
+#: Seconds per unit of work, fitted by non-negative least squares to the timings of
+#: ``benchmarks/runtime.py`` (``benchmarks/results/runtime.md``: 9 grid points, n = 2000 to
+#: 32 000, d = 100 to 1600, K = 10, in memory, 2-core machine).  Only their ratios matter.
+COST_GRAM = 4.307e-11  # per m p² multiply-add of the one-pass Gram matrix
+COST_EIGH = 1.743e-10  # per p³ of a dense top-K eigensolve (B + 1 of them)
+COST_EXACT_FIXED = 0.170  # seconds of fixed cost of the exact path
+COST_KRYLOV = 6.013e-10  # per m p ℓ of one block-Krylov pass (two thin products)
+COST_PASS = 0.044  # seconds of fixed cost per pass (driver work, scheduling)
+#: Passes the randomized solver typically needs (5 to 13 measured, median 9; 10 here).
+TYPICAL_PASSES = 10
 
-    exact:      one pass of ``m p²`` multiply-adds for the Gram matrix plus ``B + 1`` dense
-                top-K eigensolves of ``~ 4/3 p³`` each;
-    randomized: about 12 passes of ``4 m p ℓ`` (two thin products per pass) with
-                ``ℓ = K + oversampling + B + 3`` columns.
+
+def _choose_solver(solver: str, data: Oriented, K: int, B: int, oversampling: int) -> str:
+    """The cheaper of the two paths by a cost model fitted to measured timings.
+
+    exact:      ``COST_GRAM·m p² + COST_EIGH·(B + 1) p³ + COST_EXACT_FIXED``;
+    randomized: ``TYPICAL_PASSES · (COST_KRYLOV·m p ℓ + COST_PASS)`` with
+                ``ℓ = K + 2 + oversampling + B + 3`` columns per block.
+
+    The exact path wins for large ``m`` while ``p`` is below about 3500 (measured); the
+    randomized one for larger ``p``, and always above :data:`EXACT_MAX_DIM`.  Out of core
+    each randomized pass also reads the store again, which favours the exact path further.
     """
     m, p = data.m, data.p
     if solver == "exact":
@@ -295,9 +310,9 @@ def _choose_solver(solver: str, data: Oriented, K: int, B: int, oversampling: in
         return "exact"
     if solver == "randomized":
         return "randomized"
-    ell = K + oversampling + B + 3
-    exact_cost = m * p * p + (B + 1) * (4 / 3) * p**3
-    krylov_cost = 12 * 4 * m * p * ell
+    ell = K + KNOCKOFF_EXTRA + oversampling + B + 3
+    exact_cost = COST_GRAM * m * p**2 + COST_EIGH * (B + 1) * p**3 + COST_EXACT_FIXED
+    krylov_cost = TYPICAL_PASSES * (COST_KRYLOV * m * p * ell + COST_PASS)
     return "exact" if (p <= EXACT_MAX_DIM and exact_cost <= krylov_cost) else "randomized"
 
 
