@@ -154,6 +154,38 @@ def _side_kernel(block: Any, O: Any) -> Any:  # noqa: E741 - the paper's name
     return (_as_float64(block).T @ _as_float64(O))[None]
 
 
+def _finite_part(block: Any) -> tuple[Any, Any]:
+    """The chunk with non-finite values zeroed (the chunk itself when all are finite, the
+    common case: no copy) and the mask of non-finite values (None when there are none)."""
+    if np.isfinite(block).all():
+        return block, None
+    bad = ~np.isfinite(block)
+    return np.where(bad, 0, block), bad
+
+
+def _column_stats_kernel(block: Any) -> Any:
+    """``(1, 3, p)``: column sums, sums of squares and non-finite counts of one chunk.
+
+    Sums accumulate in float64 straight from the stored dtype (no float64 copy of the chunk).
+    """
+    clean, bad = _finite_part(block)
+    out = np.empty((1, 3, block.shape[1]))
+    out[0, 0] = clean.sum(axis=0, dtype=np.float64)
+    out[0, 1] = np.einsum("ij,ij->j", clean, clean, dtype=np.float64)
+    out[0, 2] = 0 if bad is None else bad.sum(axis=0)
+    return out
+
+
+def _row_stats_kernel(block: Any) -> Any:
+    """``(rows, 3)``: row sums, sums of squares and non-finite counts of one chunk."""
+    clean, bad = _finite_part(block)
+    out = np.empty((block.shape[0], 3))
+    out[:, 0] = clean.sum(axis=1, dtype=np.float64)
+    out[:, 1] = np.einsum("ij,ij->i", clean, clean, dtype=np.float64)
+    out[:, 2] = 0 if bad is None else bad.sum(axis=1)
+    return out
+
+
 def _ordered_sum(parts: Any, axis: Any = None, keepdims: bool = False) -> Any:
     """Sum of per-chunk partials (a list, or one array) along axis 0, in chunk order."""
     if isinstance(parts, list):
@@ -292,19 +324,35 @@ def pass_graph(
                 meta=np.empty((0, 0, 0)),
             )
         )
-    if M.dtype != np.float64:
-        M = M.astype(np.float64)
     if stats:
-        finite = da.isfinite(M)
-        clean = da.where(finite, M, 0.0)
-        sq = clean * clean
-        bad = (~finite).astype(np.int64)
-        out["row_sum"] = clean.sum(axis=1)
-        out["col_sum"] = clean.sum(axis=0)
-        out["row_sumsq"] = sq.sum(axis=1)
-        out["col_sumsq"] = sq.sum(axis=0)
-        out["row_nonfinite"] = bad.sum(axis=1)
-        out["col_nonfinite"] = bad.sum(axis=0)
+        cols = _sum_partials(
+            da.blockwise(
+                _column_stats_kernel,
+                "ikj",
+                M,
+                "ij",
+                new_axes={"k": 3},
+                adjust_chunks={"i": 1},
+                dtype=np.float64,
+                meta=np.empty((0, 0, 0)),
+            )
+        )
+        rows = da.blockwise(
+            _row_stats_kernel,
+            "ik",
+            M,
+            "ij",
+            new_axes={"k": 3},
+            dtype=np.float64,
+            concatenate=True,
+            meta=np.empty((0, 0)),
+        )
+        out["row_sum"] = rows[:, 0]
+        out["col_sum"] = cols[0]
+        out["row_sumsq"] = rows[:, 1]
+        out["col_sumsq"] = cols[1]
+        out["row_nonfinite"] = rows[:, 2].astype(np.int64)
+        out["col_nonfinite"] = cols[2].astype(np.int64)
     graph = PassGraph(out)
     graph.source_names = frozenset(_layer_names(source))
     graph.n_chunks = int(source.numblocks[0])
