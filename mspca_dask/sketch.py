@@ -30,6 +30,7 @@ the invariance check needs eigenvalue errors far below ``n^{-1/2}``).
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Hashable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -117,7 +118,8 @@ def _small(values: np.ndarray) -> da.Array:
 # added in chunk order by ``_ordered_sum`` (element-wise additions in a fixed order), so a
 # result does not depend on which worker computed which partial, nor on a recomputation after
 # a worker was lost: the same graph gives the same bits.  The kernels use only ``@``,
-# ``.T``, ``astype`` and indexing, which CuPy arrays share.
+# ``.T``, ``astype``, indexing and functions of the chunk's own array module
+# (:func:`_namespace`), so CuPy-backed chunks could run them; that is untested (no GPU here).
 
 
 def _as_float64(block: Any) -> Any:
@@ -130,10 +132,16 @@ def _as_float64(block: Any) -> Any:
     depending on whether its inputs had travelled.
     """
     out = block.astype(np.float64, order="C", copy=False)
-    flags = getattr(out, "flags", None)  # NumPy; CuPy allocations are always aligned
-    if flags is not None and not flags.aligned:
+    # NumPy arrays can be misaligned; CuPy allocations always are aligned (no such flag)
+    if not getattr(getattr(out, "flags", None), "aligned", True):
         out = out.copy()
     return out
+
+
+def _namespace(block: Any) -> Any:
+    """The array module of a chunk (``numpy``, or e.g. ``cupy`` for CuPy-backed chunks)."""
+    root = type(block).__module__.split(".")[0]
+    return np if root == "numpy" else sys.modules.get(root, np)
 
 
 def _gram_kernel(block: Any, _same: Any) -> Any:
@@ -157,10 +165,11 @@ def _side_kernel(block: Any, O: Any) -> Any:  # noqa: E741 - the paper's name
 def _finite_part(block: Any) -> tuple[Any, Any]:
     """The chunk with non-finite values zeroed (the chunk itself when all are finite, the
     common case: no copy) and the mask of non-finite values (None when there are none)."""
-    if np.isfinite(block).all():
+    xp = _namespace(block)
+    if bool(xp.isfinite(block).all()):
         return block, None
-    bad = ~np.isfinite(block)
-    return np.where(bad, 0, block), bad
+    bad = ~xp.isfinite(block)
+    return xp.where(bad, 0, block), bad
 
 
 def _column_stats_kernel(block: Any) -> Any:
@@ -168,20 +177,22 @@ def _column_stats_kernel(block: Any) -> Any:
 
     Sums accumulate in float64 straight from the stored dtype (no float64 copy of the chunk).
     """
+    xp = _namespace(block)
     clean, bad = _finite_part(block)
-    out = np.empty((1, 3, block.shape[1]))
+    out = xp.empty((1, 3, block.shape[1]), dtype=np.float64)
     out[0, 0] = clean.sum(axis=0, dtype=np.float64)
-    out[0, 1] = np.einsum("ij,ij->j", clean, clean, dtype=np.float64)
+    out[0, 1] = xp.einsum("ij,ij->j", clean, clean, dtype=np.float64)
     out[0, 2] = 0 if bad is None else bad.sum(axis=0)
     return out
 
 
 def _row_stats_kernel(block: Any) -> Any:
     """``(rows, 3)``: row sums, sums of squares and non-finite counts of one chunk."""
+    xp = _namespace(block)
     clean, bad = _finite_part(block)
-    out = np.empty((block.shape[0], 3))
+    out = xp.empty((block.shape[0], 3), dtype=np.float64)
     out[:, 0] = clean.sum(axis=1, dtype=np.float64)
-    out[:, 1] = np.einsum("ij,ij->i", clean, clean, dtype=np.float64)
+    out[:, 1] = xp.einsum("ij,ij->i", clean, clean, dtype=np.float64)
     out[:, 2] = 0 if bad is None else bad.sum(axis=1)
     return out
 
