@@ -1389,9 +1389,9 @@ def validate_genomics_dataset(ds: xr.Dataset) -> None:
         A variable or attribute is missing or has the wrong dims, dtype, kind or length, or
         the layout is newer than this module; the message names it.
     """
-    import numbers
-
     import xarray as xr
+
+    from .result import attr_kind_ok, variable_problem
 
     if not isinstance(ds, xr.Dataset):
         raise DTypeError(f"expected an xarray.Dataset (got {type(ds).__name__})")
@@ -1401,12 +1401,7 @@ def validate_genomics_dataset(ds: xr.Dataset) -> None:
                 raise InputError(f"the genomics result lacks the attribute {name!r} ({doc})")
             continue
         v = ds.attrs[name]
-        ok = {
-            "int": isinstance(v, numbers.Integral) and not isinstance(v, bool),
-            "float": isinstance(v, numbers.Real) and not isinstance(v, bool),
-            "str": isinstance(v, str),
-        }[kind]
-        if not ok:
+        if not attr_kind_ok(v, kind):
             raise InputError(f"the genomics result attribute {name!r} must be a {kind} (got {v!r})")
     if int(ds.attrs["mspca_genomics_schema_version"]) > GENOMICS_SCHEMA_VERSION:
         raise InputError(
@@ -1419,17 +1414,9 @@ def validate_genomics_dataset(ds: xr.Dataset) -> None:
             if spec.required:
                 raise InputError(f"the genomics result lacks the variable {name!r} ({spec.doc})")
             continue
-        var = ds[name]
-        if tuple(var.dims) != spec.dims:
-            raise InputError(
-                f"the genomics result variable {name!r} must have dims {spec.dims} "
-                f"(got {tuple(var.dims)})"
-            )
-        if var.dtype.kind not in spec.kind:
-            raise InputError(
-                f"the genomics result variable {name!r} must have a dtype of kind "
-                f"{spec.kind!r} (got {var.dtype})"
-            )
+        problem = variable_problem(ds[name], spec.dims, spec.kind)
+        if problem:
+            raise InputError(f"the genomics result variable {name!r} {problem}")
     n_inc = int(np.asarray(ds["sample_included"]).sum())
     d_inc = int(np.asarray(ds["variant_included"]).sum())
     if n_inc != ds.attrs["n_samples_analysed"] or d_inc != ds.attrs["n_variants_analysed"]:

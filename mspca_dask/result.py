@@ -237,6 +237,26 @@ def _resolve_dims(dims: tuple[str, ...], sample_dim: str, feature_dim: str) -> t
     )
 
 
+def attr_kind_ok(value: Any, kind: str) -> bool:
+    """Whether an attribute value is of ``kind`` ("int", "float" or "str"; never a bool)."""
+    if kind == "str":
+        return isinstance(value, str)
+    number = numbers.Integral if kind == "int" else numbers.Real
+    return isinstance(value, number) and not isinstance(value, bool)
+
+
+def variable_problem(var: Any, dims: tuple[str, ...], kinds: str) -> str | None:
+    """What is wrong with a Dataset variable's dims or dtype kind (None: nothing).
+
+    The text continues a sentence that names the variable, e.g. ``"must have dims ..."``.
+    """
+    if tuple(var.dims) != dims:
+        return f"must have dims {dims} (got {tuple(var.dims)})"
+    if var.dtype.kind not in kinds:
+        return f"must have a dtype of kind {kinds!r} (got {var.dtype})"
+    return None
+
+
 def validate_result_dataset(ds: xr.Dataset) -> None:
     """Check that ``ds`` follows the result layout of :data:`RESULT_VARIABLES`.
 
@@ -267,12 +287,7 @@ def validate_result_dataset(ds: xr.Dataset) -> None:
                 )
             continue
         value = attrs[name]
-        ok = {
-            "float": isinstance(value, numbers.Real) and not isinstance(value, bool),
-            "int": isinstance(value, numbers.Integral) and not isinstance(value, bool),
-            "str": isinstance(value, str),
-        }[aspec.kind]
-        if not ok:
+        if not attr_kind_ok(value, aspec.kind):
             raise InputError(
                 f"the result Dataset attribute {name!r} must be a {aspec.kind} "
                 f"(got {value!r} of type {type(value).__name__})"
@@ -289,17 +304,10 @@ def validate_result_dataset(ds: xr.Dataset) -> None:
             if spec.required:
                 raise InputError(f"the result Dataset lacks the variable {name!r} ({spec.doc})")
             continue
-        var = ds[name]
         dims = _resolve_dims(spec.dims, sample_dim, feature_dim)
-        if tuple(var.dims) != dims:
-            raise InputError(
-                f"the result variable {name!r} must have dims {dims} (got {tuple(var.dims)})"
-            )
-        if var.dtype.kind not in spec.kind:
-            raise InputError(
-                f"the result variable {name!r} must have a dtype of kind {spec.kind!r} "
-                f"(got {var.dtype})"
-            )
+        problem = variable_problem(ds[name], dims, spec.kind)
+        if problem:
+            raise InputError(f"the result variable {name!r} {problem}")
     for dim, size in (("n_samples", sample_dim), ("n_features", feature_dim)):
         if ds.sizes.get(size) != attrs[dim]:
             raise InputError(
