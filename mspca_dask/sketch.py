@@ -144,7 +144,7 @@ def _namespace(block: Any) -> Any:
     return np if root == "numpy" else sys.modules.get(root, np)
 
 
-def _gram_kernel(block: Any, _same: Any) -> Any:
+def _gram_kernel(block: Any) -> Any:
     b = _as_float64(block)
     return (b.T @ b)[None]
 
@@ -230,15 +230,12 @@ def _identity_chunk(x: Any, axis: Any = None, keepdims: bool = True) -> Any:
 
 
 class PassGraph(dict[str, da.Array]):
-    """The lazy products of one pass (a ``dict``), with the layer names of the data they read.
+    """The lazy products of one pass (a ``dict``).
 
-    ``source_names`` are the layer names of the data (the chunk reads): with the pass name
-    in front they are what a dashboard shows as the reads of the pass.  ``named`` is the
-    pass name once the keys carry it.  ``n_chunks`` is the number of row blocks of ``M`` the
-    pass reads (the executor sizes BLAS thread pools with it).
+    ``named`` is the pass name once the keys carry it.  ``n_chunks`` is the number of row
+    blocks of ``M`` the pass reads (the executor sizes BLAS thread pools with it).
     """
 
-    source_names: frozenset[str] = frozenset()
     named: str | None = None
     n_chunks: int | None = None
 
@@ -260,7 +257,7 @@ def pass_graph(
     data : Oriented
     name : str, optional
         The pass name (``"mspca-stats"``, ``"mspca-pass-3"``, ...): when given, every task key
-        computed by the pass, except the chunk reads, starts with it (see :func:`name_pass`).
+        of the pass, chunk reads included, starts with it (see :func:`name_pass`).
     gram : bool
         Include ``MᵀM`` (p, p).
     krylov : (p, a) ndarray, optional
@@ -278,8 +275,7 @@ def pass_graph(
     PassGraph
         A ``dict`` of str to dask.array.Array.
     """
-    source = data.M
-    M = source
+    M = data.M
     out: dict[str, da.Array] = {}
     if gram:
         out["gram"] = _sum_partials(
@@ -288,8 +284,7 @@ def pass_graph(
                 "ijk",
                 M,
                 "ij",
-                M,
-                "ik",
+                new_axes={"k": M.shape[1]},
                 adjust_chunks={"i": 1},
                 dtype=np.float64,
                 meta=np.empty((0, 0, 0)),
@@ -365,16 +360,8 @@ def pass_graph(
         out["row_nonfinite"] = rows[:, 2].astype(np.int64)
         out["col_nonfinite"] = cols[2].astype(np.int64)
     graph = PassGraph(out)
-    graph.source_names = frozenset(_layer_names(source))
-    graph.n_chunks = int(source.numblocks[0])
+    graph.n_chunks = int(M.numblocks[0])
     return name_pass(graph, name) if name else graph
-
-
-def _layer_names(x: da.Array) -> set[str]:
-    hlg = x.__dask_graph__()
-    if isinstance(hlg, HighLevelGraph):
-        return set(hlg.layers)
-    return {_key_name(k) for k in hlg}
 
 
 def _key_name(key: Hashable) -> str:
@@ -411,11 +398,10 @@ def name_pass(graph: Mapping[str, da.Array], name: str) -> PassGraph:
     PassGraph
     """
     arrays = list(graph.values())
-    source = frozenset(getattr(graph, "source_names", frozenset()))
     n_chunks = getattr(graph, "n_chunks", None)
     if not arrays:
         out = PassGraph()
-        out.named, out.source_names, out.n_chunks = name, source, n_chunks
+        out.named, out.n_chunks = name, n_chunks
         return out
     # The optimised, merged graph that dask.compute would run (shared chunk reads stay shared).
     expr = collections_to_expr(arrays, optimize_graph=True).optimize()
@@ -440,5 +426,5 @@ def name_pass(graph: Mapping[str, da.Array], name: str) -> PassGraph:
         layer: Any = renamed  # a mapping of keys to tasks, as HighLevelGraph expects
         hlg = HighLevelGraph.from_collections(new_name, layer, dependencies=())
         out[product] = da.Array(hlg, new_name, chunks=arr.chunks, meta=arr._meta)
-    out.named, out.source_names, out.n_chunks = name, source, n_chunks
+    out.named, out.n_chunks = name, n_chunks
     return out
