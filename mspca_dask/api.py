@@ -759,13 +759,15 @@ class _Fit:
             # The knockoff spectra are only needed once the original one has settled: the
             # stopping rule asks both, and skipping B Rayleigh–Ritz solves per pass until then
             # changes no decision (the passes and the result are the same).
+            knock: list[_Spectrum] | None = None
             if self._krylov_settled(spec, [], prev, s2, tol):
                 knock = self._knockoff_spectra(base, base_terms, strength)
                 if self._krylov_settled(spec, knock, prev, s2, tol):
                     return spec, knock, strength, s2, eps
             if self.executor.n_passes >= self.max_passes - 1:
-                knock = self._knockoff_spectra(base, base_terms, strength)
-                self._krylov_settled(spec, knock, prev, s2, tol)  # the bound, for the warning
+                if knock is None:
+                    knock = self._knockoff_spectra(base, base_terms, strength)
+                    self._krylov_settled(spec, knock, prev, s2, tol)  # the bound, for the warning
                 warnings.warn(
                     f"the randomized solver stopped at its pass budget ({self.max_passes}) with "
                     f"an eigenvalue error bound of {self._worst_bound:.3g}, above the target "
