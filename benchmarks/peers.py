@@ -65,7 +65,8 @@ METHODS: dict[str, tuple[str, str]] = {
 res = mspca_dask.fit(path, n_components=K, solver="randomized", location=None,
                      scheduler="threads")
 vals, extra = res.eigenvalues, dict(n_passes=int(res.n_passes), solver=res.solver,
-    bounds=res.eigenvalue_bounds.tolist(), n_knockoffs=len(res.knockoff_eigenvalues_all))
+    bounds=res.eigenvalue_bounds.tolist(), n_knockoffs=len(res.knockoff_eigenvalues_all),
+    precision=res.params["precision"])
 """,
     ),
     "mspca exact": (
@@ -344,8 +345,10 @@ def render(payload: dict[str, Any], out: Path) -> None:
         f"(target ≥ 10): **{'met' if target['met'] else 'missed'}**.",
         "",
         f"Per read of the data: MS-PCA randomized {ms['seconds'] / ms['n_passes']:.2f} s "
-        f"({ms['n_passes']} passes, each `Mᵀ(M V)` on the chunk up-cast to float64, with a "
-        f"block of K + 10 + 5 + 3 columns, plus Rayleigh–Ritz of 6 spectra on the driver); "
+        f"({ms['n_passes']} passes: the statistics with the first block, Krylov passes "
+        f"`Mᵀ(M V)` with a block of about K + 10 + 5 + 3 columns, "
+        f"products in {ms.get('precision', 'float64')} on the float32 chunks and summed in "
+        f"float64, the scores; plus Rayleigh–Ritz of 6 spectra on the driver); "
         f"`svd_compressed(n_power_iter=4)` {sv['seconds'] / 10:.2f} s (10 reads: 1 + 2q + 1, "
         "one thin product each, K + 10 columns).",
         "",

@@ -200,6 +200,9 @@ def fit(
         solver=chosen,
         source=src.description,
         scheduler=where,
+        # float32: the thin products ran in float32 BLAS on float32 chunks, summed in float64
+        # (their estimated rounding is part of eigenvalue_bounds)
+        precision="float32" if run._single_used else "float64",
     )
     return MSPCAResult(
         **out,
@@ -470,6 +473,7 @@ class _Fit:
         assert self.Q is not None and self.Z is not None
         OpQ = apply_operator(self.Z, self.Q, lowrank, n)
         vals, coef, _res, bounds = rayleigh_ritz(self.Q, OpQ, k)
+        bounds = bounds + self._rounding_bound()
         vecs = self.Q @ coef
         op_vecs = None
         if base is not None and self.data.dual:
@@ -477,8 +481,53 @@ class _Fit:
         return _Spectrum(vals, vecs, bounds, op_vecs)
 
     # ------------------------------------------------------------------ passes
-    def _pass(self, name: str, **products: Any) -> dict[str, np.ndarray]:
-        return self.executor.run(name, pass_graph(self.data, **products))
+    def _pass(self, name: str, single: bool = False, **products: Any) -> dict[str, np.ndarray]:
+        self._single_used |= single
+        return self.executor.run(name, pass_graph(self.data, single=single, **products))
+
+    # ------------------------------------------------------------------ precision
+    def _rounding(self, unit: float) -> float:
+        """Estimated norm of the rounding error of the passes' operator products.
+
+        A chunk's product ``bᵀ(b V)`` sums ``p`` and then ``rows`` terms; with blocked BLAS
+        accumulation the error of each is about ``unit · √length`` relative to the norm of
+        the result (the probabilistic model of Higham & Mary 2019), so the operator applied
+        to a unit vector is off by about ``unit (√rows + √p) ‖MᵀM/n‖``.  The norm is
+        estimated from below by the largest image of a basis vector and by ``‖x̄‖²`` (the
+        mean direction's Rayleigh quotient), which dominates for uncentred data.  Measured
+        float32 errors were about 50 times smaller than this estimate.
+        """
+        rows = max(self.data.M.chunks[0])
+        scale = float(self.feature_sum @ self.feature_sum) / self.n**2
+        if self.Z is not None and self.Z.shape[1]:
+            scale = max(scale, float(np.max(np.linalg.norm(self.Z, axis=0))) / self.n)
+        return unit * (math.sqrt(rows) + math.sqrt(self.data.p)) * scale
+
+    def _use_single(self) -> bool:
+        """Whether the next thin products may run at float32 on float32 chunks.
+
+        Only for the randomized solver, and only while the estimated float32 rounding stays
+        below a tenth of the accuracy the fit aims at (``tol``, by default a tenth of the
+        threshold ε), with ε evaluated at the average feature variance: an upper estimate of
+        the noise variance known from the first pass, before any spectrum, which does not
+        depend on the location (the mean cancels in the products only in exact arithmetic).
+        Otherwise — e.g. data whose mean is far larger than their spread — the chunks are
+        up-cast to float64.
+        """
+        if self.solver == "exact" or self.data.M.dtype != np.float32:
+            return False
+        if self.tol is not None:
+            target = self.tol
+        else:
+            xbar = self.feature_sum / self.n
+            spread = max(self.total_sumsq / self.n - float(xbar @ xbar), 0.0) / self.d
+            target = rmt.invariance_threshold(self.n, self.c, spread, self.threshold_scale) / 10
+        return self._rounding(float(np.finfo(np.float32).eps) / 2) <= target / 10
+
+    def _rounding_bound(self) -> float:
+        """The rounding term added to every certified error bound."""
+        dtype = np.float32 if self._single_used else np.float64
+        return self._rounding(float(np.finfo(dtype).eps) / 2)
 
     def _first_pass(self) -> None:
         side = None
@@ -555,7 +604,7 @@ class _Fit:
         kw: dict[str, Any] = dict(products)
         if V.shape[1]:
             kw["krylov"] = V
-        out = self._pass(name, **kw)
+        out = self._pass(name, single=self._use_single(), **kw)
         if V.shape[1]:
             self.Q = np.column_stack([self.Q, V])
             self.Z = np.column_stack([self.Z, out["krylov"]])
@@ -565,6 +614,7 @@ class _Fit:
 
     _last_block: int = 0
     _n_blocks: int = 0
+    _single_used: bool = False  # some products were computed at single precision
     _worst_bound: float = float("inf")
     _base_dense: tuple[LowRank, np.ndarray] | None = None
 
@@ -622,17 +672,17 @@ class _Fit:
         lr = self._lowrank(terms)
         if self.solver == "exact":
             return self._spectrum(lr), terms
-        prev: np.ndarray | None = None
+        history: list[np.ndarray] = []
         while True:
             spec = self._spectrum(lr)
             s2 = self._noise(spec.values, terms)
             # Loose accuracy is enough: this spectrum only ranks samples in score space.
             if (
-                self._krylov_settled(spec, [], prev, s2, tol=0.05 * s2)
+                self._krylov_settled(spec, [], history, s2, tol=0.05 * s2)
                 or self.executor.n_passes >= self.max_passes // 2
             ):
                 return spec, terms
-            prev = spec.values
+            history.append(spec.values)
             self._krylov_pass(
                 f"mspca-pass-{self.executor.n_passes + 1}",
                 extra=None if self.data.dual else [xbar[:, None]],
@@ -642,30 +692,58 @@ class _Fit:
         self,
         spec: _Spectrum,
         knock: list[_Spectrum],
-        prev: np.ndarray | None,
+        history: list[np.ndarray],
         s2: float,
         tol: float,
     ) -> bool:
         """Whether the block-Krylov iteration may stop.
 
-        Every Ritz value above the bulk edge, of the original and of every knockoff spectrum,
-        must carry an error bound below ``tol``; the top-K Ritz values must have moved by less
-        than ``tol`` since the previous pass (a Krylov space cannot prove that no eigenvalue is
-        missing, but a spike not yet found shows up as a Ritz value still climbing); and the
-        basis must hold at least three blocks.
+        ``history`` holds the top-K Ritz values of the original spectrum after each earlier
+        pass, oldest first.  The iteration stops when
+
+        1. every Ritz value above the Marchenko–Pastur edge, of the original and of every
+           knockoff spectrum, carries an error bound below ``tol``;
+        2. those values (above the edge now or after the previous pass) moved by less than
+           ``tol`` in the last pass, and as many are above the edge as after it;
+        3. no Ritz value below the edge is climbing fast enough to become a candidate: its
+           last rise, extrapolated geometrically at the ratio of its last two rises (at most
+           0.9), stays below the candidate line ``edge + edge_margin · TW scale`` of
+           :func:`~mspca_dask.matching.check_invariance`; and
+        4. the basis holds at least three blocks.
+
+        Bulk Ritz values converge slowly towards the edge, and they decide nothing: below the
+        candidate line a value is neither kept nor flagged.  A Krylov space cannot prove that
+        no eigenvalue is missing; a spike not yet found shows up as a Ritz value still
+        climbing, which rule 3 watches.
         """
         assert self.Q is not None
         if self.Q.shape[1] >= self.data.p:
             return True  # the basis spans the whole space: Rayleigh–Ritz is exact
-        if self._n_blocks < 3 or prev is None:
+        if self._n_blocks < 3 or not history:
             return False
         edge = rmt.mp_edges(self.c, s2)[1]
         worst = max(
             float(np.max(sp.bounds[sp.values > edge], initial=0.0)) for sp in [spec, *knock]
         )
         self._worst_bound = worst
-        moved = float(np.max(np.abs(spec.values - prev)))
-        return worst <= tol and moved <= tol
+        values, prev = spec.values, history[-1]
+        rise = values - prev
+        above, above_prev = values > edge, prev > edge
+        moved = float(np.max(np.abs(rise[above | above_prev]), initial=0.0))
+        line = edge + self.edge_margin * rmt.tracy_widom_scale(self.n, self.d, s2)
+        ratio = np.full(values.shape, 0.9)
+        if len(history) >= 2:
+            earlier = prev - history[-2]
+            with np.errstate(divide="ignore", invalid="ignore"):
+                ratio = np.clip(np.where(earlier > 0, rise / earlier, 0.9), 0.0, 0.9)
+        projected = values + np.maximum(rise, 0.0) * ratio / (1.0 - ratio)
+        climbing = bool(np.any(projected[~above] >= line))
+        return (
+            worst <= tol
+            and moved <= tol
+            and int(above.sum()) == int(above_prev.sum())
+            and not climbing
+        )
 
     def _dual_image_of_mean(self) -> np.ndarray:
         """``X x̄ = X Xᵀ 1 / n`` in the dual: the Gram operator applied to the ones vector."""
@@ -747,7 +825,7 @@ class _Fit:
     def _converge(
         self, base: LowRank, base_terms: list[tuple[np.ndarray, np.ndarray, np.ndarray]]
     ) -> tuple[_Spectrum, list[_Spectrum], float, float, float]:
-        prev: np.ndarray | None = None
+        history: list[np.ndarray] = []
         while True:
             spec = self._spectrum(base)
             s2 = self._noise(spec.values, base_terms)
@@ -760,14 +838,14 @@ class _Fit:
             # stopping rule asks both, and skipping B Rayleigh–Ritz solves per pass until then
             # changes no decision (the passes and the result are the same).
             knock: list[_Spectrum] | None = None
-            if self._krylov_settled(spec, [], prev, s2, tol):
+            if self._krylov_settled(spec, [], history, s2, tol):
                 knock = self._knockoff_spectra(base, base_terms, strength)
-                if self._krylov_settled(spec, knock, prev, s2, tol):
+                if self._krylov_settled(spec, knock, history, s2, tol):
                     return spec, knock, strength, s2, eps
             if self.executor.n_passes >= self.max_passes - 1:
                 if knock is None:
                     knock = self._knockoff_spectra(base, base_terms, strength)
-                    self._krylov_settled(spec, knock, prev, s2, tol)  # the bound, for the warning
+                    self._krylov_settled(spec, knock, history, s2, tol)  # the bound, for the warning
                 warnings.warn(
                     f"the randomized solver stopped at its pass budget ({self.max_passes}) with "
                     f"an eigenvalue error bound of {self._worst_bound:.3g}, above the target "
@@ -777,7 +855,7 @@ class _Fit:
                     stacklevel=4,
                 )
                 return spec, knock, strength, s2, eps
-            prev = spec.values
+            history.append(spec.values)
             self._krylov_pass(f"mspca-pass-{self.executor.n_passes + 1}")
 
     def _finish(
@@ -866,7 +944,7 @@ class _Fit:
         n = self.n
         U = spec.vectors
         if self.data.dual:
-            out = self._pass("mspca-output", keep=U)
+            out = self._pass("mspca-output", single=self._use_single(), keep=U)
             XtU = out["keep"]  # (d, K)
             if self.mu is not None:
                 XtU = XtU - np.outer(self.mu, U.sum(axis=0))
@@ -877,7 +955,7 @@ class _Fit:
             scores = U * sing
         else:
             V = U
-            out = self._pass("mspca-output", keep=V)
+            out = self._pass("mspca-output", single=self._use_single(), keep=V)
             scores = out["keep"]
             if self.mu is not None:
                 scores = scores - (self.mu @ V)[None, :]

@@ -838,6 +838,7 @@ class MSPCAResult:
     )
 
     def _header_lines(self) -> list[str]:
+        precision = " (float32 products)" if self.params.get("precision") == "float32" else ""
         return [
             f"n = {self.n_samples} samples, d = {self.n_features} features, "
             f"K = {self.n_components} eigenpairs ({self.n_stable} stable, "
@@ -846,7 +847,8 @@ class MSPCAResult:
             f"Marchenko–Pastur edge = {self.mp_edge:.6g}",
             f"threshold ε = {self.threshold:.4g}, knockoff strength θ'² = "
             f"{self.knockoff_strength:.4g}",
-            f"solver = {self.solver}, passes = {self.n_passes}, random_state = {self.random_state}",
+            f"solver = {self.solver}{precision}, passes = {self.n_passes}, "
+            f"random_state = {self.random_state}",
         ]
 
     def summary(self) -> str:

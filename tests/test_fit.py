@@ -322,6 +322,57 @@ def test_fit__float32_store_is_read_and_accumulated_in_float64(small):
     np.testing.assert_allclose(a.eigenvalues, b.eigenvalues, rtol=1e-10)
 
 
+def test_fit__randomized_on_float32_runs_single_precision_products_within_its_bounds(small):
+    X32 = small.to_numpy().astype(np.float32)
+    exact = mspca_dask.fit(X32.astype(np.float64), n_components=4, solver="exact", location=None)
+    res = mspca_dask.fit(da.from_array(X32, chunks=(100, -1)), n_components=4, solver="randomized", location=None)
+    assert res.params["precision"] == "float32"
+    assert "float32 products" in res.summary()
+    spikes = res.eigenvalues > res.mp_edge
+    assert spikes.any()
+    # the bounds carry the estimated float32 rounding and still hold against float64 truth
+    assert np.all(res.eigenvalue_bounds > 1e-8)
+    assert np.all(np.abs(res.eigenvalues - exact.eigenvalues)[spikes] <= res.eigenvalue_bounds[spikes])
+    np.testing.assert_array_equal(res.stable, exact.stable)
+
+
+def test_fit__float32_data_far_from_zero_fall_back_to_float64_products(small):
+    # A mean 1000 times the spread: float32 products would lose the spectrum to cancellation.
+    X32 = (small.to_numpy() + 1000.0).astype(np.float32)
+    res = mspca_dask.fit(da.from_array(X32, chunks=(100, -1)), n_components=4, solver="randomized", location=None)
+    assert res.params["precision"] == "float64"
+    exact = mspca_dask.fit(X32.astype(np.float64), n_components=4, solver="exact", location=None)
+    spikes = res.eigenvalues > res.mp_edge
+    assert np.all(np.abs(res.eigenvalues - exact.eigenvalues)[spikes] <= res.eigenvalue_bounds[spikes])
+
+
+def test_fit__exact_solver_keeps_float64_products_on_float32_data(small):
+    X32 = small.to_numpy().astype(np.float32)
+    res = mspca_dask.fit(da.from_array(X32, chunks=(100, -1)), n_components=4, solver="exact", location=None)
+    assert res.params["precision"] == "float64"
+
+
+@pytest.mark.parametrize("seed", [2, 3])
+def test_fit__randomized_stops_on_certified_spikes_and_still_finds_a_weak_one(seed):
+    # Spikes 2.4, 2.2 and a weak one at about 1.80, 0.07 above the edge 1.73 and just above
+    # the candidate line (edge + 4 Tracy-Widom units, 0.034): the iteration stops without
+    # certifying the bulk Ritz values, and not before the weak spike has climbed above the line.
+    model = make_spiked_mixture(
+        4000, 400, covariance_spikes=(0.5, 1.2), mean_shift_weights=(0.1,), mean_shift_strengths=(1.0,),
+        random_state=seed,
+    )
+    X = model.to_numpy()
+    exact = mspca_dask.fit(X, n_components=6, solver="exact", location=None)
+    res = mspca_dask.fit(X, n_components=6, solver="randomized", location=None)
+    assert exact.candidate.sum() == 3
+    np.testing.assert_array_equal(res.candidate, exact.candidate)
+    np.testing.assert_array_equal(res.stable, exact.stable)
+    spikes = res.eigenvalues > res.mp_edge
+    assert np.all(res.eigenvalue_bounds[spikes] <= res.threshold / 10)
+    assert np.all(np.abs(res.eigenvalues - exact.eigenvalues)[spikes] <= res.eigenvalue_bounds[spikes])
+    assert res.eigenvalue_bounds[~spikes].max() > res.threshold / 10  # the bulk was not waited for
+
+
 def test_fit__several_spikes_and_clusters():
     c = 0.5
     model = make_spiked_mixture(

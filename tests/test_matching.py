@@ -73,7 +73,7 @@ def test_check_invariance__stable_only_above_edge_and_within_threshold(lam, shif
     ov = np.eye(K)[None] * 0.95 + rng.uniform(0, 0.01, (1, K, K))
     res = _check(lam, knock, ov)
     assert not np.any(res.stable & (lam <= 3.9))
-    if shift >= 0.1:
+    if shift > 0.1 * (1 + 1e-9):  # (lam + shift) - lam rounds: at shift = 0.1 it can be < 0.1
         assert not res.stable.any()
     assert np.all(res.displacement == pytest.approx(shift))
     assert len(res.reasons) == K
