@@ -33,9 +33,10 @@ ROOT = Path(__file__).resolve().parents[1]
 RESULTS = Path(__file__).resolve().parent / "results"
 
 SHARED_NOTE = (
-    "Timings were taken on a shared 2-core virtual machine while other work (test suites) ran "
-    "on it; every time is the median of the repeats stated, and the load average before and "
-    "after each script is recorded. Read ratios and orders of magnitude, not the last digit."
+    "Timings were taken on a shared 2-core virtual machine, where other work (test suites) "
+    "sometimes ran alongside: every time is the median of the repeats stated, and the load "
+    "average before and after each script is recorded (a 1-minute load near 0 at the start "
+    "means a quiet machine). Read ratios and orders of magnitude, not the last digit."
 )
 
 

@@ -221,6 +221,13 @@ def fit_cost_model(rows: list[dict[str, Any]], K: int) -> dict[str, Any]:
         == (r["exact"]["seconds"] <= r["randomized"]["seconds"])
         for r in ex
     ]
+
+    def slowdown(pick_exact: bool, r: dict[str, Any]) -> float:
+        best = min(r["exact"]["seconds"], r["randomized"]["seconds"])
+        return r["exact" if pick_exact else "randomized"]["seconds"] / best
+
+    model_slow = [slowdown(t_exact(r["m"], r["p"]) <= t_rand(r["m"], r["p"]), r) for r in ex]
+    auto_slow = [slowdown(r["auto_choice"] == "exact", r) for r in ex]
     auto_right = [
         (r["auto_choice"] == "exact") == (r["exact"]["seconds"] <= r["randomized"]["seconds"])
         for r in ex
@@ -240,6 +247,8 @@ def fit_cost_model(rows: list[dict[str, Any]], K: int) -> dict[str, Any]:
         "median_rel_error_randomized": median(rel_r),
         "model_picks_faster": f"{sum(agree)}/{len(agree)}",
         "current_auto_picks_faster": f"{sum(auto_right)}/{len(auto_right)}",
+        "model_choice_slowdown_max": max(model_slow),
+        "current_auto_slowdown_max": max(auto_slow),
     }
 
 
@@ -279,6 +288,9 @@ def main() -> None:
     ap.add_argument("--big-repeats", type=int, default=1, help="repeats for d = n >= 5000")
     ap.add_argument("--out", type=Path, default=RESULTS)
     ap.add_argument(
+        "--render", action="store_true", help="only rewrite runtime.md/png from runtime.json"
+    )
+    ap.add_argument(
         "--grid-only",
         action="store_true",
         help="rerun only the solver grid and cost model; keep the paper tables of the last run",
@@ -290,7 +302,21 @@ def main() -> None:
     if args.quick:
         args.repeats, sizes, ns, ds, shape = 1, [200], [400, 2000], [40, 120], (300, 270)
     K = 10
-    meta = {**machine_info(), "quick": args.quick, "K_grid": K, "knockoffs": B_KNOCKOFFS}
+    if args.render:
+        stored = json.loads((args.out / "runtime.json").read_text())
+        args.repeats = stored["meta"].get("repeats", args.repeats)
+        write(
+            args, stored["meta"], stored["paper"], stored["grid"], stored["cost_model"], shape, K,
+            measured=False,
+        )
+        return
+    meta = {
+        **machine_info(),
+        "quick": args.quick,
+        "K_grid": K,
+        "knockoffs": B_KNOCKOFFS,
+        "repeats": args.repeats,
+    }
     # The grid first (the cost model), written out before the slower paper tables.
     rows = grid(ns, ds, K, args.repeats)
     model = fit_cost_model(rows, K)
@@ -314,8 +340,10 @@ def write(
     model: dict[str, Any],
     shape: tuple[int, int],
     K: int,
+    measured: bool = True,
 ) -> None:
-    finish_info(meta)
+    if measured:  # not when only re-rendering stored results
+        finish_info(meta)
     args.out.mkdir(parents=True, exist_ok=True)
     plot(rows, args.out / "runtime.png")
     payload = {"meta": meta, "paper": paper, "grid": rows, "cost_model": model}
@@ -404,8 +432,12 @@ def write(
         "",
         f"Median relative error of the fit: exact {m['median_rel_error_exact']:.0%}, "
         f"randomized {m['median_rel_error_randomized']:.0%}. The fitted model picks the "
-        f"faster solver on {m['model_picks_faster']} grid points; the current flop-count rule "
-        f"in `api._choose_solver` on {m['current_auto_picks_faster']}.",
+        f"faster solver on {m['model_picks_faster']} grid points; the rule in "
+        f"`api._choose_solver` (its constants as at this run) on "
+        f"{m['current_auto_picks_faster']}. The slower pick, where there is one, takes at most "
+        f"{m.get('model_choice_slowdown_max', float('nan')):.2f}× (fitted model) and "
+        f"{m.get('current_auto_slowdown_max', float('nan')):.2f}× (`api`) the faster solver's "
+        "time.",
         "",
         f"Crossover: for large m the exact solver is faster while p < p* = "
         f"{m['p_star']:.0f} (a_krylov · P · ℓ / a_gram). Smallest m at which the exact solver "

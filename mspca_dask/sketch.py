@@ -35,6 +35,7 @@ data; the fit decides when it may use them and adds the rounding to its error bo
 
 from __future__ import annotations
 
+import functools
 import sys
 from collections.abc import Hashable, Mapping
 from dataclasses import dataclass
@@ -149,6 +150,22 @@ def _namespace(block: Any) -> Any:
     return np if root == "numpy" else sys.modules.get(root, np)
 
 
+def _quiet(kernel: Any) -> Any:
+    """Run a product kernel without NumPy's floating-point warnings.
+
+    Non-finite data make BLAS products warn ("invalid value encountered in matmul") before the
+    statistics of the same first pass report them with their position (``NonFiniteError``).
+    """
+
+    @functools.wraps(kernel)
+    def run(*args: Any, **kwargs: Any) -> Any:
+        with np.errstate(all="ignore"):
+            return kernel(*args, **kwargs)
+
+    return run
+
+
+@_quiet
 def _gram_kernel(block: Any) -> Any:
     b = _as_aligned(block)
     return (b.T @ b)[None]
@@ -159,17 +176,20 @@ def _compute_dtype(block: Any, single: bool) -> Any:
     return np.float32 if single and block.dtype == np.float32 else np.float64
 
 
+@_quiet
 def _krylov_kernel(block: Any, V: Any, single: bool = False) -> Any:
     dtype = _compute_dtype(block, single)
     b = _as_aligned(block, dtype)
     return (b.T @ (b @ _as_aligned(V, dtype))).astype(np.float64)[None]
 
 
+@_quiet
 def _keep_kernel(block: Any, W: Any, single: bool = False) -> Any:
     dtype = _compute_dtype(block, single)
     return (_as_aligned(block, dtype) @ _as_aligned(W, dtype)).astype(np.float64)
 
 
+@_quiet
 def _side_kernel(block: Any, O: Any) -> Any:  # noqa: E741 - the paper's name
     return (_as_aligned(block).T @ _as_aligned(O))[None]
 

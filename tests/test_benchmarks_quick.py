@@ -32,9 +32,9 @@ META_KEYS = {
 }
 
 
-def _run(script: str, out: Path) -> dict:
+def _run(script: str, out: Path, *options: str) -> dict:
     proc = subprocess.run(
-        [sys.executable, str(BENCH / script), "--quick", "--out", str(out)],
+        [sys.executable, str(BENCH / script), "--quick", "--out", str(out), *options],
         capture_output=True,
         text=True,
         timeout=300,
@@ -94,3 +94,15 @@ def test_runtime_quick__fits_the_cost_model(tmp_path):
     for key in ("a_gram_s_per_madd", "a_eigh_s_per_p3", "a_krylov_s_per_madd", "p_star"):
         assert key in model
     assert model["crossover"]
+
+
+def test_runtime_quick__grid_only_keeps_the_paper_tables_and_render_rewrites(tmp_path):
+    first = _run("runtime.py", tmp_path)
+    second = _run("runtime.py", tmp_path, "--grid-only")
+    assert second["paper"] == first["paper"]
+    assert second["meta"]["paper_tables_from"]["date"] == first["meta"]["date"]
+    assert "earlier run of the script" in (tmp_path / "runtime.md").read_text()
+    (tmp_path / "runtime.md").unlink()
+    third = _run("runtime.py", tmp_path, "--render")
+    assert third == second  # re-rendering measures nothing and changes nothing stored
+    assert (tmp_path / "runtime.md").is_file()

@@ -316,9 +316,10 @@ def test_fit__raises_on_corrupt_chunk(tmp_path, small):
 
 
 def test_fit__float32_store_is_read_and_accumulated_in_float64(small):
+    # the exact path: its Gram matrix is accumulated in float64 from float32 chunks
     X = small.to_numpy()
-    a = mspca_dask.fit(da.from_array(X.astype(np.float32), chunks=(100, -1)), n_components=4)
-    b = mspca_dask.fit(X.astype(np.float32).astype(np.float64), n_components=4)
+    a = mspca_dask.fit(da.from_array(X.astype(np.float32), chunks=(100, -1)), n_components=4, solver="exact")
+    b = mspca_dask.fit(X.astype(np.float32).astype(np.float64), n_components=4, solver="exact")
     np.testing.assert_allclose(a.eigenvalues, b.eigenvalues, rtol=1e-10)
 
 
