@@ -323,10 +323,11 @@ def test_fit__float32_store_is_read_and_accumulated_in_float64(small):
     np.testing.assert_allclose(a.eigenvalues, b.eigenvalues, rtol=1e-10)
 
 
-def test_fit__randomized_on_float32_runs_single_precision_products_within_its_bounds(small):
+@pytest.mark.parametrize("chunks", [(100, -1), (-1, 50)], ids=["primal", "dual"])
+def test_fit__randomized_on_float32_runs_single_precision_products_within_its_bounds(small, chunks):
     X32 = small.to_numpy().astype(np.float32)
     exact = mspca_dask.fit(X32.astype(np.float64), n_components=4, solver="exact", location=None)
-    res = mspca_dask.fit(da.from_array(X32, chunks=(100, -1)), n_components=4, solver="randomized", location=None)
+    res = mspca_dask.fit(da.from_array(X32, chunks=chunks), n_components=4, solver="randomized", location=None)
     assert res.params["precision"] == "float32"
     assert "float32 products" in res.summary()
     spikes = res.eigenvalues > res.mp_edge
