@@ -106,3 +106,24 @@ def test_runtime_quick__grid_only_keeps_the_paper_tables_and_render_rewrites(tmp
     third = _run("runtime.py", tmp_path, "--render")
     assert third == second  # re-rendering measures nothing and changes nothing stored
     assert (tmp_path / "runtime.md").is_file()
+
+
+def test_accuracy_quick__runs_and_merges_one_method_into_stored_results(tmp_path):
+    def run(*options: str) -> dict:
+        proc = subprocess.run(
+            [sys.executable, str(BENCH / "accuracy.py"), "--quick", "--out", str(tmp_path),
+             "--only", "pi1=0.05", *options],
+            capture_output=True, text=True, timeout=300, cwd=ROOT,
+        )
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        return json.loads((tmp_path / "accuracy.json").read_text())
+
+    first = run("--methods", "ms-pca", "vanilla-pca")
+    (row,) = first["results"]
+    assert set(row["methods"]) == {"ms-pca", "vanilla-pca"}
+    assert "| — |" in (tmp_path / "accuracy.md").read_text()  # methods not run show a dash
+    second = run("--methods", "ms-pca-randomized")
+    (row2,) = second["results"]
+    assert row2["methods"]["ms-pca"] == row["methods"]["ms-pca"]  # kept, not rerun
+    assert set(row2["methods"]) == {"ms-pca", "vanilla-pca", "ms-pca-randomized"}
+    assert row2["methods"]["ms-pca-randomized"]["mean"] > 90  # same data as ms-pca
