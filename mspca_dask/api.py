@@ -508,15 +508,20 @@ class _Fit:
         accumulation the error of each is about ``unit · √length`` relative to the norm of
         the result (the probabilistic model of Higham & Mary 2019), so the operator applied
         to a unit vector is off by about ``unit (√rows + √p) ‖MᵀM/n‖``.  The norm is
-        estimated from below by the largest image of a basis vector and by ``‖x̄‖²`` (the
-        mean direction's Rayleigh quotient), which dominates for uncentred data.  Measured
-        float32 errors were about 50 times smaller than this estimate.
+        estimated from below by the largest image of a basis vector (kept up to date as the
+        basis grows, :meth:`_add_images`) and by ``‖x̄‖²`` (the mean direction's Rayleigh
+        quotient), which dominates for uncentred data.  Measured float32 errors were about 50
+        times smaller than this estimate.
         """
         rows = max(self.data.M.chunks[0])
-        scale = float(self.feature_sum @ self.feature_sum) / self.n**2
-        if self.Z is not None and self.Z.shape[1]:
-            scale = max(scale, float(np.max(np.linalg.norm(self.Z, axis=0))) / self.n)
+        scale = max(float(self.feature_sum @ self.feature_sum) / self.n**2, self._image_norm)
         return unit * (math.sqrt(rows) + math.sqrt(self.data.p)) * scale
+
+    def _add_images(self, images: np.ndarray) -> None:
+        """Record the largest ``‖MᵀM v‖/n`` of a new block of basis images (for the rounding)."""
+        if images.shape[1]:
+            top = float(np.max(np.linalg.norm(images, axis=0))) / self.n
+            self._image_norm = max(self._image_norm, top)
 
     def _use_single(self) -> bool:
         """Whether the next thin products may run at float32 on float32 chunks.
@@ -579,6 +584,7 @@ class _Fit:
         else:
             self.Q = kwargs["krylov"]
             self.Z = out["krylov"]
+            self._add_images(self.Z)
             self._last_block = self.Q.shape[1]
             self._n_blocks = 1
 
@@ -623,6 +629,7 @@ class _Fit:
         if V.shape[1]:
             self.Q = np.column_stack([self.Q, V])
             self.Z = np.column_stack([self.Z, out["krylov"]])
+            self._add_images(out["krylov"])
             self._last_block = V.shape[1]
             self._n_blocks += 1
         return out
@@ -630,6 +637,7 @@ class _Fit:
     _last_block: int = 0
     _n_blocks: int = 0
     _single_used: bool = False  # some products were computed at single precision
+    _image_norm: float = 0.0  # largest ‖MᵀM v‖/n over the basis vectors v (see _rounding)
     _worst_bound: float = float("inf")
     _base_dense: tuple[LowRank, np.ndarray] | None = None
 
@@ -860,7 +868,8 @@ class _Fit:
             if self.executor.n_passes >= self.max_passes - 1:
                 if knock is None:
                     knock = self._knockoff_spectra(base, base_terms, strength)
-                    self._krylov_settled(spec, knock, history, s2, tol)  # the bound, for the warning
+                    # the bound, for the warning
+                    self._krylov_settled(spec, knock, history, s2, tol)
                 warnings.warn(
                     f"the randomized solver stopped at its pass budget ({self.max_passes}) with "
                     f"an eigenvalue error bound of {self._worst_bound:.3g}, above the target "

@@ -180,13 +180,13 @@ def _compute_dtype(block: Any, single: bool) -> Any:
 def _krylov_kernel(block: Any, V: Any, single: bool = False) -> Any:
     dtype = _compute_dtype(block, single)
     b = _as_aligned(block, dtype)
-    return (b.T @ (b @ _as_aligned(V, dtype))).astype(np.float64)[None]
+    return (b.T @ (b @ _as_aligned(V, dtype))).astype(np.float64, copy=False)[None]
 
 
 @_quiet
 def _keep_kernel(block: Any, W: Any, single: bool = False) -> Any:
     dtype = _compute_dtype(block, single)
-    return (_as_aligned(block, dtype) @ _as_aligned(W, dtype)).astype(np.float64)
+    return (_as_aligned(block, dtype) @ _as_aligned(W, dtype)).astype(np.float64, copy=False)
 
 
 @_quiet
