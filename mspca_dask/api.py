@@ -313,7 +313,7 @@ def _choose_solver(solver: str, data: Oriented, K: int, B: int, oversampling: in
     in-memory float64; out of core each randomized pass also reads the store again (which
     favours the exact path) while float32 chunks make its products cheaper (which favours the
     randomized one): on a float32 Zarr store at ``m = 40 000, p = 2000`` the randomized path
-    took 5.5 s and the exact one 6.0 s (``benchmarks/results/peers.md``), as predicted.
+    took 4.8 s and the exact one 5.0 s (``benchmarks/results/peers.md``), as predicted.
     """
     m, p = data.m, data.p
     if solver == "exact":
