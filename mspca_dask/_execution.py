@@ -127,9 +127,9 @@ class Executor:
         object (anything with ``scheduler_address``, e.g. ``LocalCluster``), or the address
         of a running scheduler (``"tcp://host:8786"``).
     progress : bool
-        Show a progress bar per pass (text, on stdout), under the local and the distributed
-        schedulers alike; in a Jupyter kernel also a live status table with the dashboard
-        link (:meth:`_repr_html_`).
+        Show a progress bar per pass (text, on stderr: stdout carries only results), under
+        the local and the distributed schedulers alike; in a Jupyter kernel also a live
+        status table with the dashboard link (:meth:`_repr_html_`).
 
     Raises
     ------
@@ -441,15 +441,15 @@ class Executor:
             f"\r{self._current or '':<22} [{bar:<{_BAR_WIDTH}}] | {int(100 * frac):3d}% "
             f"Completed | {_format_time(elapsed)}"
         )
-        with contextlib.suppress(ValueError):  # stdout closed
-            sys.stdout.write(msg)
-            sys.stdout.flush()
+        with contextlib.suppress(ValueError):  # stderr closed
+            sys.stderr.write(msg)
+            sys.stderr.flush()
 
     def _draw_stop(self) -> None:
         if self._display is None:
             with contextlib.suppress(ValueError):
-                sys.stdout.write("\n")
-                sys.stdout.flush()
+                sys.stderr.write("\n")
+                sys.stderr.flush()
 
     def _refresh_display(self) -> None:
         """In a Jupyter kernel with ``progress=True``: show/update the live status table."""

@@ -19,6 +19,7 @@ back to the driver.
 from __future__ import annotations
 
 import math
+import os
 import warnings
 from dataclasses import dataclass, field
 from typing import Any
@@ -27,6 +28,7 @@ import numpy as np
 
 from . import rmt
 from ._execution import Executor
+from ._safety import check_output_path
 from ._solver import (
     LowRank,
     apply_operator,
@@ -79,6 +81,9 @@ def fit(
     random_state: int | None = 0,
     scheduler: Any = None,
     progress: bool = False,
+    allow_missing_chunks: bool = False,
+    out: str | os.PathLike[str] | None = None,
+    overwrite: bool = False,
 ) -> MSPCAResult:
     """Mean-Shift PCA: the top principal components, split into covariance and mean-shift ones.
 
@@ -104,7 +109,8 @@ def fit(
     solver : {"auto", "exact", "randomized"}
         ``"exact"`` accumulates the smaller Gram matrix in one pass and diagonalises it on the
         driver; ``"randomized"`` runs a block-Krylov iteration whose eigenvalues are certified
-        by residual bounds; ``"auto"`` picks the cheaper by a flop count.
+        by residual bounds; ``"auto"`` picks the one a cost model fitted to measured
+        timings predicts faster (see ``_choose_solver``; ``benchmarks/results/runtime.md``).
     n_knockoffs : int
         ``B``, the number of independent knockoffs; each statistic is their median.
     knockoff_weight : float
@@ -113,8 +119,9 @@ def fit(
         ``θ'² = knockoff_factor · σ² g⁻¹(λ̃₁/σ²)`` (paper: 2).
     threshold_scale : float
         ``C`` in ``ε = C σ² n^{-1/2}``.  The default 3 was calibrated on the paper's mixtures
-        (see ``benchmarks/RESULTS.md``); the paper's own choice ``1/c`` is too tight: a
-        covariance spike's displacement reaches 0.07 at π₁ = 20 % while ``ε`` = 0.035.
+        (``benchmarks/paper/RESULTS.md``); the paper's own choice ``1/c`` is too tight: with
+        it a covariance spike drifts beyond ``ε`` more often at π₁ = 15–20 % (the
+        ``paper-rule`` column there).
     min_overlap : float
         Smallest median overlap ``|⟨ũᵢ, u'ⱼ⟩|`` of a stable eigenvector with its match.
     edge_margin : float
@@ -131,7 +138,21 @@ def fit(
     scheduler : str, distributed.Client or None
         Where passes run; ``None`` uses the active ``distributed.Client`` if any, else threads.
     progress : bool
-        Progress bar per pass.
+        Progress bar per pass (on stderr).
+    allow_missing_chunks : bool
+        For a Zarr store: read chunks absent from the store as Zarr's fill value.  By
+        default a missing chunk (a chunk file deleted or never copied) is a
+        :class:`~mspca_dask.errors.ChunkReadError` naming the array and the chunk index,
+        found from the store's listing before any pass.  The result records the choice and
+        the number of absent chunks (``params["allow_missing_chunks"]``,
+        ``params["missing_chunks"]``).
+    out : str or os.PathLike, optional
+        Also write the result atomically to this Zarr store (local path or fsspec URL).  The
+        path is checked *before* the fit: it must not be, lie inside or contain the input
+        store, must not exist (unless ``overwrite`` and it holds an mspca result) and its
+        directory must be writable.
+    overwrite : bool
+        With ``out``: replace an existing mspca result there (never other data).
 
     Returns
     -------
@@ -170,7 +191,14 @@ def fit(
         oversampling=oversampling,
         random_state=random_state,
     )
-    src = open_source(source, variable=variable, sample_dim=sample_dim)
+    if out is not None:
+        check_output_path(out, overwrite=overwrite, inputs=[source], what="out")
+    src = open_source(
+        source,
+        variable=variable,
+        sample_dim=sample_dim,
+        allow_missing_chunks=allow_missing_chunks,
+    )
     X = src.data
     n, d = (int(s) for s in X.shape)
     if n_components > min(n, d):
@@ -191,7 +219,7 @@ def fit(
             loc_vec=loc_vec,
             **{**params, "solver": chosen},
         )
-        out = run.run()
+        fitted = run.run()
         where, n_passes = executor.description, executor.n_passes
     params.update(
         variable=variable,
@@ -203,9 +231,11 @@ def fit(
         # float32: the thin products ran in float32 BLAS on float32 chunks, summed in float64
         # (their estimated rounding is part of eigenvalue_bounds)
         precision="float32" if run._single_used else "float64",
+        allow_missing_chunks=bool(allow_missing_chunks),
+        missing_chunks=src.missing_chunks,
     )
-    return MSPCAResult(
-        **out,
+    result = MSPCAResult(
+        **fitted,
         solver=chosen,
         n_passes=n_passes,
         random_state=random_state,
@@ -215,6 +245,35 @@ def fit(
         sample_dim=src.sample_dim,
         feature_dim=src.feature_dim,
     )
+    if out is not None:
+        result.to_zarr(out, overwrite=overwrite)
+    return result
+
+
+#: Largest total sum of squares accepted: eigenvalues are at most this over n, and the solvers
+#: square eigenvalue-sized numbers (norms, Rayleigh quotients), so it stays well below the
+#: square root of float64's range.
+_MAX_SUMSQ = float(np.sqrt(np.finfo(np.float64).max)) * 1e-4
+
+
+def _check_overflow(out: dict[str, np.ndarray], name: str) -> None:
+    """Refuse a pass whose sums overflowed (finite data whose squares exceed float64's range).
+
+    The data were checked finite in the statistics pass, so an infinite or NaN product means
+    values whose squares overflow; a total sum of squares above :data:`_MAX_SUMSQ` (about
+    1e150) would overflow later, when the solvers square eigenvalue-sized numbers.  Either
+    way nothing downstream would be meaningful (``eigh`` would fail on infinities).
+    """
+    bad = [k for k, v in out.items() if v.dtype.kind == "f" and not np.isfinite(v).all()]
+    if not bad and "col_sumsq" in out and float(out["col_sumsq"].sum()) > _MAX_SUMSQ:
+        bad = ["col_sumsq"]  # finite, but the spectrum's own squares would overflow
+    if bad:
+        raise InputError(
+            f"the data's values are too large for the arithmetic: their squares overflow "
+            f"float64 in pass {name!r} (products {', '.join(sorted(bad))} are infinite, NaN or "
+            f"above {_MAX_SUMSQ:.0e}, beyond which the solvers' own squares overflow). "
+            "Rescale the data (e.g. divide by their largest absolute value) and fit again."
+        )
 
 
 # ---------------------------------------------------------------------------- parameters
@@ -498,7 +557,10 @@ class _Fit:
     # ------------------------------------------------------------------ passes
     def _pass(self, name: str, single: bool = False, **products: Any) -> dict[str, np.ndarray]:
         self._single_used |= single
-        return self.executor.run(name, pass_graph(self.data, single=single, **products))
+        out = self.executor.run(name, pass_graph(self.data, single=single, **products))
+        if not products.get("stats"):  # the statistics pass is checked by _check_stats
+            _check_overflow(out, name)
+        return out
 
     # ------------------------------------------------------------------ precision
     def _rounding(self, unit: float) -> float:
@@ -536,6 +598,8 @@ class _Fit:
         """
         if self.solver == "exact" or self.data.M.dtype != np.float32:
             return False
+        if not self.total_sumsq < float(np.finfo(np.float32).max) / 16:
+            return False  # float32 products of such large values could overflow
         if self.tol is not None:
             target = self.tol
         else:
@@ -656,6 +720,7 @@ class _Fit:
                 f"index {s} and the first bad feature is index {f}. Remove or impute them "
                 f"(e.g. xarray's .fillna, or mspca_dask.preprocess for genotypes)."
             )
+        _check_overflow(out, "mspca-stats")
         if self.data.dual:
             fsum, fsq = out["row_sum"], out["row_sumsq"]
         else:

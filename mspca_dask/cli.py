@@ -25,6 +25,7 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
+from ._safety import check_output_path
 from .api import fit
 from .errors import (
     USAGE_ERRORS,
@@ -171,7 +172,10 @@ def build_parser() -> argparse.ArgumentParser:
         "--solver",
         choices=("auto", "exact", "randomized"),
         default="auto",
-        help="eigensolver (default: auto, the cheaper by a flop count)",
+        help=(
+            "eigensolver (default: auto, the one a cost model fitted to measured timings "
+            "predicts faster)"
+        ),
     )
     p.add_argument(
         "--knockoffs",
@@ -196,7 +200,17 @@ def build_parser() -> argparse.ArgumentParser:
         ),
     )
     p.add_argument("--overwrite", action="store_true", help="replace an existing store at --out")
-    p.add_argument("--progress", action="store_true", help="show a progress bar per pass")
+    p.add_argument(
+        "--progress", action="store_true", help="show a progress bar per pass (on stderr)"
+    )
+    p.add_argument(
+        "--allow-missing-chunks",
+        action="store_true",
+        help=(
+            "read chunks absent from the store as Zarr's fill value instead of refusing the "
+            "store (only for stores sparse on purpose; the result records it)"
+        ),
+    )
     p.add_argument(
         "--plot",
         metavar="PNG",
@@ -357,47 +371,26 @@ def _report_warnings() -> Iterator[None]:
 # --------------------------------------------------------------------------------------
 
 
-def _is_url(path: str) -> bool:
-    return "://" in path and not path.startswith(("file://", "local://"))
-
-
-def _check_output_free(out: str, *, overwrite: bool, what: str = "--out") -> None:
+def _check_output_free(
+    out: str, *, overwrite: bool, what: str = "--out", inputs: Sequence[str] = ()
+) -> None:
     """Refuse, before any work, an output path that would be refused after the fit.
 
     Raises
     ------
+    OutputOverlapsInputError
+        ``out`` is, lies inside, or contains an input store (even with ``overwrite``).
+    ForeignOutputError
+        ``out`` holds data mspca did not write (even with ``overwrite``).
     ResultExistsError
         ``out`` holds a complete result, or (local paths) anything at all, and ``overwrite``
         is False.
     ParameterError
         ``out`` is a local path whose nearest existing ancestor is not a writable directory.
     """
-    if not overwrite:
-        if is_complete(out):
-            raise ResultExistsError(
-                f"a complete result already exists at {out}; pass --overwrite to replace it, "
-                f"or choose another {what}"
-            )
-        if not _is_url(out) and os.path.lexists(_local(out)):
-            raise ResultExistsError(
-                f"{out} already exists and is not a complete result (an interrupted write, or "
-                f"other data); pass --overwrite to replace it, or choose another {what}"
-            )
-    if _is_url(out):
-        return
-    parent = Path(_local(out)).parent
-    while not parent.exists() and parent != parent.parent:
-        parent = parent.parent
-    if not parent.is_dir() or not os.access(parent, os.W_OK | os.X_OK):
-        raise ParameterError(f"cannot write {what} {out}: {parent} is not a writable directory")
-
-
-def _local(path: str) -> str:
-    """The filesystem path of a local path or ``file://`` URL."""
-    for prefix in ("file://", "local://"):
-        if path.startswith(prefix):
-            path = path[len(prefix) :]
-    return os.path.abspath(os.path.expanduser(path))
+    check_output_path(
+        out, overwrite=overwrite, inputs=inputs, what=what, overwrite_flag="--overwrite"
+    )
 
 
 def _check_plot_available() -> None:
@@ -437,7 +430,7 @@ class _WriteError(MSPCAError, OSError):
 
 def _cmd_fit(args: argparse.Namespace) -> int:
     """``mspca fit``: check the outputs, fit, print the table, write the result."""
-    _check_output_free(args.out, overwrite=args.overwrite)
+    _check_output_free(args.out, overwrite=args.overwrite, inputs=[args.source])
     if args.plot is not None:
         _check_plot_available()
     result = fit(
@@ -451,6 +444,7 @@ def _cmd_fit(args: argparse.Namespace) -> int:
         random_state=args.seed,
         scheduler=args.scheduler,
         progress=args.progress,
+        allow_missing_chunks=args.allow_missing_chunks,
     )
     print(result.summary())
     print()

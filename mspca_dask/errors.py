@@ -18,7 +18,10 @@ __all__ = [
     "SourceNotFoundError",
     "VariableNotFoundError",
     "ChunkReadError",
+    "ResultCorruptError",
     "ResultExistsError",
+    "ForeignOutputError",
+    "OutputOverlapsInputError",
     "SchedulerError",
     "MSPCAWarning",
     "NoSpikeWarning",
@@ -65,8 +68,20 @@ class ChunkReadError(MSPCAError, OSError):
     """A chunk of the input could not be read or decoded (corrupt or missing chunk)."""
 
 
+class ResultCorruptError(ChunkReadError):
+    """A stored result fails its checksum or cannot be decoded (a flipped or truncated byte)."""
+
+
 class ResultExistsError(MSPCAError, FileExistsError):
     """A complete result already exists at the output path and overwriting was not asked."""
+
+
+class ForeignOutputError(ResultExistsError):
+    """The output path holds data that mspca_dask did not write; even overwrite keeps them."""
+
+
+class OutputOverlapsInputError(ParameterError):
+    """The output path is the input store, lies inside it, or contains it."""
 
 
 class SchedulerError(MSPCAError, RuntimeError):

@@ -17,6 +17,7 @@ This module owns every contact with Zarr, xarray and fsspec.  It does no numeric
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 import shutil
@@ -30,10 +31,17 @@ import xarray as xr
 import zarr
 from dask.base import tokenize
 
+from mspca_dask._safety import (
+    check_chunks_present,
+    exists_error,
+    foreign_error,
+    is_replaceable,
+)
 from mspca_dask.errors import (
     ChunkReadError,
     DTypeError,
     InputError,
+    ResultCorruptError,
     ResultExistsError,
     ShapeError,
     SourceNotFoundError,
@@ -92,6 +100,9 @@ class Source:
     attrs : dict
         Attributes of the source variable (xarray ``attrs`` or Zarr array attributes,
         without xarray's internal ``_ARRAY_DIMENSIONS``).
+    missing_chunks : int
+        Chunks of a Zarr source absent from its store, read as the fill value (non-zero only
+        when opened with ``allow_missing_chunks=True``).
     """
 
     data: da.Array
@@ -102,6 +113,7 @@ class Source:
     kind: str
     description: str
     attrs: dict[str, Any] = field(default_factory=dict)
+    missing_chunks: int = 0
 
     @property
     def n_samples(self) -> int:
@@ -133,6 +145,7 @@ def open_source(
     sample_dim: str = "samples",
     feature_dim: str | None = None,
     storage_options: Mapping[str, Any] | None = None,
+    allow_missing_chunks: bool = False,
 ) -> Source:
     """Open a data source lazily as a ``(n_samples, n_features)`` Dask array.
 
@@ -167,6 +180,10 @@ def open_source(
         defaults to ``"features"``.
     storage_options : mapping, optional
         Passed to fsspec when ``source`` is a remote URL (credentials, endpoint, ...).
+    allow_missing_chunks : bool, default False
+        For a Zarr source: read chunks absent from the store as the fill value (zarr's own
+        behaviour) instead of refusing the store; their number is
+        :attr:`Source.missing_chunks`.
 
     Returns
     -------
@@ -188,6 +205,9 @@ def open_source(
         The path or URL does not exist or holds no Zarr array or group.
     VariableNotFoundError
         ``variable`` is not in the Dataset or Zarr group, or it is needed and missing.
+    ChunkReadError
+        A chunk of the Zarr array is absent from the store's listing (and
+        ``allow_missing_chunks`` is False); the message names the array and the chunk index.
 
     Notes
     -----
@@ -215,7 +235,9 @@ def open_source(
         return _open_dataset(source, variable, sample_dim, feature_dim)
     if isinstance(source, (zarr.Array, zarr.Group)):
         # Before the generic ``__array__`` case below, which would load the whole array.
-        return _open_zarr_node(source, str(source.store_path), variable, sample_dim, feature_dim)
+        return _open_zarr_node(
+            source, str(source.store_path), variable, sample_dim, feature_dim, allow_missing_chunks
+        )
     if variable is not None:
         # ``variable`` only makes sense for containers; silently ignoring it would hide a
         # mistake (the caller probably meant another object).
@@ -243,7 +265,9 @@ def open_source(
             description=f"Dask array {source.name!r}",
         )
     if isinstance(source, (str, os.PathLike)):
-        return _open_zarr(source, variable, sample_dim, feature_dim, storage_options)
+        return _open_zarr(
+            source, variable, sample_dim, feature_dim, storage_options, allow_missing_chunks
+        )
     if (
         isinstance(source, np.ndarray)
         or hasattr(source, "__array__")
@@ -520,6 +544,7 @@ def _open_zarr(
     sample_dim: str,
     feature_dim: str | None,
     storage_options: Mapping[str, Any] | None,
+    allow_missing_chunks: bool = False,
 ) -> Source:
     local = _local_path(path)
     if local is not None and not os.path.exists(local):
@@ -534,7 +559,7 @@ def _open_zarr(
         raise SourceNotFoundError(
             f"{where} does not hold a Zarr array or group (format 2 or 3): {exc}"
         ) from exc
-    return _open_zarr_node(node, where, variable, sample_dim, feature_dim)
+    return _open_zarr_node(node, where, variable, sample_dim, feature_dim, allow_missing_chunks)
 
 
 def _open_zarr_node(
@@ -543,6 +568,7 @@ def _open_zarr_node(
     variable: str | None,
     sample_dim: str,
     feature_dim: str | None,
+    allow_missing_chunks: bool = False,
 ) -> Source:
     group: zarr.Group | None = None
     if isinstance(node, zarr.Array):
@@ -568,6 +594,8 @@ def _open_zarr_node(
         sdim, fdim = sample_dim, feature_dim or _DEFAULT_FEATURE_DIM
         transpose = False
     _check_dtype(np.dtype(array.dtype), description)
+    # zarr reads an absent chunk as the fill value: compare with the store's listing first.
+    missing = check_chunks_present(array, where, variable, allow_missing=allow_missing_chunks)
 
     # Read whole shards when the array is sharded: a shard is the unit of storage, and
     # reading it per inner chunk would fetch its index once per chunk.
@@ -590,7 +618,7 @@ def _open_zarr_node(
     if group is not None and dims is not None:
         sample_coords = _zarr_coord(group, sdim, data.shape[0], where)
         feature_coords = _zarr_coord(group, fdim, data.shape[1], where)
-    return _from_dask(
+    src = _from_dask(
         data,
         sdim,
         fdim,
@@ -600,6 +628,7 @@ def _open_zarr_node(
         feature_coords=feature_coords,
         attrs=attrs,
     )
+    return dataclasses.replace(src, missing_chunks=missing)
 
 
 def _zarr_arrays(group: zarr.Group) -> dict[str, zarr.Array[Any]]:
@@ -734,6 +763,8 @@ def open_dataset_checked(
     InputError
         The store exists but was never marked complete (an interrupted write), or is
         not a Zarr group.
+    ResultCorruptError
+        A chunk fails its CRC32C checksum or cannot be decoded.
     """
     local = _local_path(path)
     where = local if local is not None else str(path)
@@ -757,8 +788,18 @@ def open_dataset_checked(
     kwargs: dict[str, Any] = {}
     if local is None and storage_options:
         kwargs["storage_options"] = dict(storage_options)
-    with xr.open_dataset(target, engine="zarr", consolidated=False, chunks=None, **kwargs) as ds:
-        ds = ds.load()
+    try:
+        with xr.open_dataset(
+            target, engine="zarr", consolidated=False, chunks=None, **kwargs
+        ) as ds:
+            ds = ds.load()
+    except (ValueError, OSError, RuntimeError, TypeError) as exc:
+        # A CRC32C mismatch (zarr raises ValueError), a truncated or undecodable chunk.
+        raise ResultCorruptError(
+            f"the result store {where} is damaged: a stored chunk fails its checksum or "
+            f"cannot be decoded ({type(exc).__name__}: {exc}); recompute the result, or "
+            "restore it from a backup"
+        ) from exc
     # Format 3 strings read back as NumPy's StringDType; return object strings, as for
     # the coordinates of a source (see _zarr_coord).
     strings = [k for k, v in ds.variables.items() if v.dtype.kind == "T"]
@@ -797,7 +838,8 @@ def write_dataset_atomic(
     path : str or os.PathLike
         Local path, ``file://`` URL, or other fsspec URL of the store to create.
     overwrite : bool, default False
-        Replace whatever is at ``path``.  Without it, an existing ``path`` is refused.
+        Replace a store that mspca_dask wrote at ``path`` (or an empty directory).  Without
+        it, an existing ``path`` is refused; with it, data we did not write are still refused.
     zarr_format : {3, 2}, default 3
         Zarr format of the store.
     storage_options : mapping, optional
@@ -813,6 +855,9 @@ def write_dataset_atomic(
     ResultExistsError
         ``path`` already exists (a complete result, or anything else) and ``overwrite``
         is False.
+    ForeignOutputError
+        ``path`` holds data that mspca_dask did not write (no completion marker or schema
+        attribute at its root); ``overwrite`` never replaces those.
 
     Notes
     -----
@@ -828,6 +873,10 @@ def write_dataset_atomic(
     there the store is written in place and the completion attribute is written last: a
     crash leaves an *incomplete* store, which :func:`open_dataset_checked` refuses and
     :func:`is_complete` reports as such.
+
+    Every chunk is followed by its CRC32C checksum (format 3, ``zarr.codecs.Crc32cCodec``),
+    so a flipped or truncated byte in a stored result is a read error
+    (:class:`~mspca_dask.errors.ResultCorruptError`), not a wrong number.
 
     Fixed-width unicode variables are stored as variable-length strings in format 3
     (Zarr has no stable format 3 encoding of fixed-width strings); they read back with
@@ -848,6 +897,8 @@ def write_dataset_atomic(
         raise InputError(f"cannot write a result store at the filesystem root {target!r}")
     if os.path.lexists(target) and not overwrite:
         raise _exists_error(target)
+    if not is_replaceable(target):
+        raise foreign_error(target, "the output")
     os.makedirs(parent, exist_ok=True)
 
     token = uuid.uuid4().hex
@@ -887,6 +938,8 @@ def _write_and_mark(
     # Consolidated metadata is not part of the Zarr format 3 specification (zarr-python
     # warns); in format 2 it is written and refreshed after the flag is set.
     consolidated = zarr_format == 2
+    if zarr_format == 3:
+        kwargs["encoding"] = _checksummed(ds)
     ds.to_zarr(where, mode="w", zarr_format=zarr_format, consolidated=consolidated, **kwargs)
     store, _ = _zarr_store(where, storage_options, read_only=False)
     group = zarr.open_group(store=store, mode="r+", use_consolidated=False)
@@ -895,12 +948,29 @@ def _write_and_mark(
         zarr.consolidate_metadata(store)
 
 
-def _commit(tmp: str, target: str, overwrite: bool, token: str) -> None:
-    """Rename the finished store ``tmp`` to ``target``, moving an old one aside first."""
+def _checksummed(ds: xr.Dataset) -> dict[str, dict[str, Any]]:
+    """Format 3 encoding of every variable: zarr's default compressor, then a CRC32C."""
+    from zarr.codecs import Crc32cCodec, ZstdCodec
+
+    return {str(k): {"compressors": (ZstdCodec(), Crc32cCodec())} for k in ds.variables}
+
+
+def _commit(
+    tmp: str, target: str, overwrite: bool, token: str, *, result_name: str | None = None
+) -> None:
+    """Rename the finished store ``tmp`` to ``target``, moving an old one aside first.
+
+    ``target`` is replaced only with ``overwrite`` and only if it is ours (a store we wrote,
+    or for ``result_name`` a directory whose ``result_name`` store we wrote, or an empty
+    directory); the old one is put back if the rename fails, and deleted only once the new
+    one is in place.
+    """
     aside: str | None = None
     if os.path.lexists(target):
         if not overwrite:  # appeared while we were writing
             raise _exists_error(target)
+        if not is_replaceable(target, result_name=result_name):
+            raise foreign_error(target, "the output")
         parent, name = os.path.split(target)
         aside = os.path.join(parent, f".{name}.old-{token}")
         os.replace(target, aside)
@@ -917,15 +987,7 @@ def _commit(tmp: str, target: str, overwrite: bool, token: str) -> None:
 
 
 def _exists_error(target: str) -> ResultExistsError:
-    if is_complete(target):
-        return ResultExistsError(
-            f"a complete result already exists at {target}; pass overwrite=True to "
-            "replace it, or choose another path"
-        )
-    return ResultExistsError(
-        f"{target} already exists and is not a complete result (an interrupted write, "
-        "or other data); pass overwrite=True to replace it, or choose another path"
-    )
+    return exists_error(target, "path", "overwrite=True", replaceable=is_replaceable(target))
 
 
 def _remove(path: str) -> None:
@@ -964,6 +1026,8 @@ def _write_remote(
 
     fs, fs_path = fsspec.core.url_to_fs(url, **dict(storage_options or {}))
     if fs.exists(fs_path):
+        if not is_replaceable(url, storage_options=storage_options):
+            raise foreign_error(url, "the output")
         if not overwrite:
             if is_complete(url, storage_options=storage_options):
                 raise ResultExistsError(

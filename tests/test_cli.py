@@ -150,7 +150,7 @@ def test_fit__passes_options_to_fit(
         {
             "source": "some.zarr", "n_components": 6, "variable": "V", "sample_dim": "cells",
             "location": None, "solver": "exact", "n_knockoffs": 7, "random_state": 11,
-            "scheduler": "sync", "progress": True,
+            "scheduler": "sync", "progress": True, "allow_missing_chunks": False,
         }
     ]
     assert mspca_dask.open_result(tmp_path / "r.zarr").n_components == 6
