@@ -43,6 +43,7 @@ from .errors import (
     NoSpikeWarning,
     ParameterError,
 )
+from .genotypes import genotype_input
 from .io import open_source
 from .location import robust_inlier_weights
 from .matching import check_invariance
@@ -79,6 +80,7 @@ def fit(
     random_state: int | None = 0,
     scheduler: Any = None,
     progress: bool = False,
+    reference_samples: Any = None,
 ) -> MSPCAResult:
     """Mean-Shift PCA: the top principal components, split into covariance and mean-shift ones.
 
@@ -132,6 +134,12 @@ def fit(
         Where passes run; ``None`` uses the active ``distributed.Client`` if any, else threads.
     progress : bool
         Progress bar per pass.
+    reference_samples : sequence of str or (n_samples,) bool array, optional
+        For a genotype ``source`` (the path of a VCF Zarr store, or of a PLINK 1 fileset
+        ``x.bed`` / prefix ``x``): the sample ids, or a mask, of the reference set whose allele
+        frequencies centre and scale the dosages (then ``location`` must stay ``"auto"``; it
+        becomes None).  Genotype sources are QC'd and standardised as by the genomics job
+        (:mod:`mspca_dask.genotypes`): samples are the observations, variants the features.
 
     Returns
     -------
@@ -170,6 +178,15 @@ def fit(
         oversampling=oversampling,
         random_state=random_state,
     )
+    gin = genotype_input(
+        source,
+        reference_samples=reference_samples,
+        location=location,
+        variable=variable,
+        scheduler=scheduler,
+    )
+    if gin is not None:
+        source, location, variable, sample_dim = gin.data, gin.location, None, "samples"
     src = open_source(source, variable=variable, sample_dim=sample_dim)
     X = src.data
     n, d = (int(s) for s in X.shape)

@@ -618,6 +618,10 @@ def input_fingerprint(
     """
     import fsspec
 
+    from . import plink
+
+    if plink.is_plink_source(store):
+        return plink.plink_fingerprint(store, mode=mode)
     fs, root = fsspec.core.url_to_fs(store, **dict(storage_options or {}))
     try:
         entries = fs.find(root, detail=True)
@@ -691,6 +695,9 @@ class VcfZarr:
         The opened store (to read further sample variables).
     attrs : dict
         Root attributes (``source``, ``vcf_zarr_version``, ...).
+    variant_allele : (n_variants, n_alleles) ndarray of str, optional
+        REF then ALT alleles (``""`` pads a missing ALT), when the store has them.
+    variant_id : (n_variants,) ndarray of str, optional
     """
 
     dosage: da.Array
@@ -702,6 +709,8 @@ class VcfZarr:
     group: Any
     attrs: dict[str, Any]
     where: str
+    variant_allele: np.ndarray | None = None
+    variant_id: np.ndarray | None = None
 
     @property
     def n_samples(self) -> int:
@@ -713,6 +722,10 @@ class VcfZarr:
 
     def sample_variable(self, name: str) -> np.ndarray:
         """A ``(samples,)`` variable of the store, read whole (it is small)."""
+        if self.group is None:
+            raise VariableNotFoundError(
+                f"{self.where} is not a Zarr store: it has no sample variable {name!r}"
+            )
         if name not in self.group:
             raise VariableNotFoundError(
                 f"the store {self.where} has no variable {name!r}"
@@ -822,6 +835,11 @@ def open_vcf_zarr(
     if len(set(sample_id.tolist())) != ns:
         raise InputError(f"{store}: sample_id holds duplicate ids")
     attrs = dict(group.attrs.asdict()) if hasattr(group.attrs, "asdict") else dict(group.attrs)
+    alleles = ids = None
+    if "variant_allele" in keys and tuple(group["variant_allele"].shape)[:1] == (nv,):
+        alleles = _str_objects(group["variant_allele"][:])
+    if "variant_id" in keys and tuple(group["variant_id"].shape) == (nv,):
+        ids = _str_objects(group["variant_id"][:])
     return VcfZarr(
         dosage=dosage,
         sample_id=sample_id,
@@ -832,6 +850,28 @@ def open_vcf_zarr(
         group=group,
         attrs=attrs,
         where=store,
+        variant_allele=alleles,
+        variant_id=ids,
+    )
+
+
+def open_genotypes(
+    store: str,
+    *,
+    genotype_variable: str = "auto",
+    ploidy: int | None = None,
+    storage_options: Mapping[str, Any] | None = None,
+) -> VcfZarr:
+    """Open a VCF Zarr store or a PLINK 1 fileset (``x.bed`` or the prefix ``x``) lazily.
+
+    Both give the same :class:`VcfZarr` (see :mod:`mspca_dask.plink` for the fileset).
+    """
+    from . import plink
+
+    if plink.is_plink_source(store):
+        return plink.open_plink(store)
+    return open_vcf_zarr(
+        store, genotype_variable=genotype_variable, ploidy=ploidy, storage_options=storage_options
     )
 
 
@@ -999,16 +1039,22 @@ def run_qc(
             )
     maf = stats.minor_allele_frequency
     miss = stats.missing_rate
+    counts: dict[str, int] = {"variants": V}
+    site_ok = np.ones(V, dtype=bool)
+    for name, bad in site_filters(vz).items():
+        counts[name] = int((site_ok & bad).sum())
+        site_ok &= ~bad
     polymorphic = maf > 0
+    varies = ~stats.constant_calls
     maf_ok = maf >= cfg.min_maf
     miss_ok = miss <= cfg.max_variant_missing
-    keep_v = polymorphic & maf_ok & miss_ok
-    counts = {
-        "variants": V,
-        "variants_monomorphic": int((~polymorphic).sum()),
-        "variants_low_maf": int((polymorphic & ~maf_ok).sum()),
-        "variants_high_missing": int((polymorphic & maf_ok & ~miss_ok).sum()),
-    }
+    keep_v = site_ok & polymorphic & varies & maf_ok & miss_ok
+    counts.update(
+        variants_monomorphic=int((site_ok & ~polymorphic).sum()),
+        variants_zero_variance=int((site_ok & polymorphic & ~varies).sum()),
+        variants_low_maf=int((site_ok & polymorphic & varies & ~maf_ok).sum()),
+        variants_high_missing=int((site_ok & polymorphic & varies & maf_ok & ~miss_ok).sum()),
+    )
     if ref is not None:
         assert stats.ref_n_called is not None
         n_ref = int(ref.sum())
@@ -1026,6 +1072,51 @@ def run_qc(
             f"missing > {cfg.max_variant_missing}: {counts['variants_high_missing']}); relax [qc]"
         )
     return QCResult(stats, call_rate, keep_s, keep_v, ref, n_passes, counts)
+
+
+_MISSING_ALLELES = frozenset(("", ".", "0", "-"))
+
+
+def site_filters(vz: VcfZarr) -> dict[str, np.ndarray]:
+    """Sites no genotype PCA should use, from the variant metadata alone (no pass).
+
+    Returns ``{qc_counts name: (n_variants,) bool}``, applied in this order (each variant is
+    counted under the first filter it fails):
+
+    - ``variants_multiallelic``: more than one ALT allele (a dosage of "not REF" would merge
+      different alleles);
+    - ``variants_non_acgt``: an allele that is not a string of A, C, G, T (symbolic ``<DEL>``,
+      ``*``, ``N``, IUPAC codes); a missing ALT (``.``, PLINK's ``0``) is not counted here
+      (such a site is monomorphic and counted as that);
+    - ``variants_duplicate_position``: every copy of a (contig, position) that occurs more
+      than once (split multi-allelic records, duplicated probes): which copy is right cannot
+      be told from the data, and projection matches variants by position.
+
+    Stores without ``variant_allele`` get only the duplicate-position filter.
+    """
+    V = vz.n_variants
+    out: dict[str, np.ndarray] = {}
+    if vz.variant_allele is not None:
+        alleles = np.asarray(vz.variant_allele, dtype=object).reshape(V, -1)
+        present = np.vectorize(lambda a: str(a) not in _MISSING_ALLELES, otypes=[bool])(alleles)
+        acgt = np.vectorize(
+            lambda a: str(a) in _MISSING_ALLELES or set(str(a).upper()) <= set("ACGT"),
+            otypes=[bool],
+        )(alleles)
+        if alleles.shape[1] == 0:
+            present = acgt = np.zeros((V, 1), dtype=bool)
+        out["variants_multiallelic"] = present[:, 1:].sum(axis=1) > 1
+        out["variants_non_acgt"] = ~acgt.all(axis=1) | ~present[:, 0]
+    else:
+        out["variants_multiallelic"] = np.zeros(V, dtype=bool)
+        out["variants_non_acgt"] = np.zeros(V, dtype=bool)
+    keys = np.char.add(
+        np.char.add(np.asarray(vz.variant_contig, dtype=str), ":"),
+        np.asarray(vz.variant_position).astype(str),
+    )
+    _, inverse, counts = np.unique(keys, return_inverse=True, return_counts=True)
+    out["variants_duplicate_position"] = counts[inverse] > 1
+    return out
 
 
 # --------------------------------------------------------------------------------------
@@ -1191,6 +1282,20 @@ GENOMICS_VARIABLES: dict[str, GenomicsVariable] = {
         "Frequency p whose dosage P*p centred the variant (reference set, or the robust "
         "location in 'auto' mode); NaN for excluded variants.",
     ),
+    "variant_scale": GenomicsVariable(
+        ("variants",),
+        "f",
+        False,
+        "Divisor of the centred dosage (Patterson scale); NaN for excluded variants.  With "
+        "variant_reference_frequency and variant_loading it projects new samples.",
+    ),
+    "variant_allele": GenomicsVariable(
+        ("variants", "alleles"),
+        _STR,
+        False,
+        "REF then ALT allele(s) of the store ('' pads); the dosage counts the ALT allele.",
+    ),
+    "variant_id": GenomicsVariable(("variants",), _STR, False, "Variant id of the store."),
     "variant_missing_rate": GenomicsVariable(
         ("variants",), "f", True, "Fraction of analysed samples with a missing call."
     ),
@@ -1310,6 +1415,13 @@ def build_dataset(
     }
     if labels is not None:
         data["sample_label"] = (("samples",), labels.astype(str))
+    scale = np.full(V, np.nan)
+    scale[qc.variant_keep] = an.scale
+    data["variant_scale"] = (("variants",), scale)
+    if vz.variant_allele is not None:
+        data["variant_allele"] = (("variants", "alleles"), vz.variant_allele.astype(str))
+    if vz.variant_id is not None:
+        data["variant_id"] = (("variants",), vz.variant_id.astype(str))
     data = {
         k: (dims, value, {"description": GENOMICS_VARIABLES[k].doc})
         for k, (dims, value) in data.items()
@@ -2156,7 +2268,7 @@ def _compute(
     cfg: JobConfig, input_fp: str, job_fp: str, timings: dict[str, float]
 ) -> tuple[xr.Dataset, Analysis]:
     t0 = time.perf_counter()
-    vz = open_vcf_zarr(
+    vz = open_genotypes(
         cfg.store,
         genotype_variable=cfg.genotype_variable,
         ploidy=cfg.ploidy,

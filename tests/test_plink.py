@@ -1,0 +1,228 @@
+"""PLINK 1 input, ``fit()`` on genotype stores, and QC that real data survive.
+
+Filesets are written by bed-reader's ``to_bed`` from a stdpopsim cohort (CEU + a YRI minority)
+that bio2zarr's tskit2zarr converted; the same fileset is converted back by bio2zarr's
+``plink2zarr``, so the direct reader and the VCF Zarr route can be compared on one input.
+"""
+
+from __future__ import annotations
+
+import json
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import zarr
+
+pytest.importorskip("stdpopsim", reason="needs the genomics extra")
+pytest.importorskip("bio2zarr", reason="needs the genomics extra")
+pytest.importorskip("bed_reader", reason="needs the genomics extra")
+
+import mspca_dask  # noqa: E402
+from mspca_dask import genomics as gx  # noqa: E402
+from mspca_dask import plink  # noqa: E402
+from mspca_dask.errors import InputError, SourceNotFoundError  # noqa: E402
+
+
+def write_fileset(prefix: Path, store: str, *, edits: dict[str, Any] | None = None) -> dict:
+    """The biallelic sites of a VCF Zarr store as a PLINK 1 fileset (bed-reader's writer).
+
+    ``edits`` adds QC cases: ``all_het`` (a variant every sample is heterozygous at),
+    ``one_called`` (all missing but one call), ``duplicate`` (a second record at a position),
+    ``non_acgt`` (an ALT allele 'N').
+    """
+    from bed_reader import to_bed
+
+    g = zarr.open_group(store, mode="r")
+    gt = g["call_genotype"][:]
+    alleles = gx._str_objects(g["variant_allele"][:])
+    biallelic = (
+        (alleles[:, 2:] == "").all(axis=1) if alleles.shape[1] > 2 else np.ones(len(alleles), bool)
+    )
+    gt, alleles = gt[biallelic], alleles[biallelic]
+    pos = g["variant_position"][:][biallelic].astype(np.int64)
+    dosage = (gt > 0).sum(axis=2).astype(np.float32)
+    dosage[(gt == -1).any(axis=2)] = np.nan
+    ids = gx._str_objects(g["sample_id"][:])
+    ref, alt = alleles[:, 0].astype(str), alleles[:, 1].astype(str)
+    edits = edits or {}
+    extra = []
+    n = dosage.shape[1]
+    if edits.get("all_het"):
+        extra.append((np.ones(n, np.float32), pos[-1] + 10, "A", "G"))
+    if edits.get("one_called"):
+        row = np.full(n, np.nan, np.float32)
+        row[0] = 1.0
+        extra.append((row, pos[-1] + 20, "C", "T"))
+    if edits.get("non_acgt"):
+        extra.append((dosage[5].copy(), pos[-1] + 30, "A", "N"))
+    if edits.get("duplicate"):
+        extra.append((dosage[7].copy(), int(pos[7]), ref[7], alt[7]))
+    for row, p, r, a in extra:
+        dosage = np.vstack([dosage, row[None, :]])
+        pos = np.append(pos, p)
+        ref, alt = np.append(ref, r), np.append(alt, a)
+    order = np.argsort(pos, kind="stable")
+    dosage, pos, ref, alt = dosage[order], pos[order], ref[order], alt[order]
+    to_bed(
+        str(prefix) + ".bed",
+        dosage.T,
+        properties={
+            "iid": ids.astype(str),
+            "fid": ids.astype(str),
+            "sid": np.asarray([f"v{i}" for i in range(len(pos))]),
+            "chromosome": np.full(len(pos), "22"),
+            "bp_position": pos,
+            "allele_1": alt,  # A1 = the counted allele = ALT
+            "allele_2": ref,
+        },
+        count_A1=True,
+    )
+    return {"dosage": dosage, "position": pos, "ref": ref, "alt": alt, "sample_id": ids}
+
+
+@pytest.fixture(scope="module")
+def cohort(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    root = tmp_path_factory.mktemp("plink-cohort")
+    sim = gx.simulate_cohort(
+        root / "sim.vcz",
+        metadata=root / "samples.tsv",
+        config=gx.SimulateConfig(
+            populations={"CEU": 100, "YRI": 12}, length=1_500_000, seed=7, variants_chunk_size=700
+        ),
+    )
+    prefix = root / "cohort"
+    truth = write_fileset(
+        prefix,
+        sim["store"],
+        edits={"all_het": True, "one_called": True, "non_acgt": True, "duplicate": True},
+    )
+    from bio2zarr import plink as b2p
+
+    b2p.convert(
+        str(prefix), str(root / "converted.vcz"), worker_processes=0, variants_chunk_size=600
+    )
+    return {
+        **sim,
+        "root": root,
+        "prefix": prefix,
+        "converted": str(root / "converted.vcz"),
+        "truth": truth,
+    }
+
+
+def _job(tmp: Path, cohort: dict[str, Any], store: str, name: str) -> gx.JobOutcome:
+    text = textwrap.dedent(
+        f"""
+        [job]
+        name = "{name}"
+        [input]
+        store = "{store}"
+        sample_metadata = "{cohort["metadata"]}"
+        [reference]
+        metadata_column = "population"
+        metadata_values = ["CEU"]
+        [pca]
+        n_components = 4
+        [output]
+        dir = "out/{name}"
+        [report]
+        enabled = false
+        """
+    )
+    path = tmp / f"{name}.toml"
+    path.write_text(text)
+    return gx.run_job(gx.load_config(path))
+
+
+def test_open_plink__reads_the_a1_count_with_missing_as_nan_like_plink2zarr(
+    cohort: dict[str, Any],
+) -> None:
+    direct = plink.open_plink(str(cohort["prefix"]) + ".bed", variants_chunk_size=333)
+    via = gx.open_vcf_zarr(cohort["converted"])
+    t = cohort["truth"]
+    d = direct.dosage.compute()
+    np.testing.assert_array_equal(d, t["dosage"])  # NaN positions included
+    np.testing.assert_array_equal(d, via.dosage.compute())
+    assert direct.dosage.chunks[0][0] == 333
+    np.testing.assert_array_equal(direct.sample_id, via.sample_id)
+    np.testing.assert_array_equal(direct.variant_position, via.variant_position)
+    np.testing.assert_array_equal(direct.variant_contig, via.variant_contig)
+    np.testing.assert_array_equal(direct.variant_allele, via.variant_allele[:, :2])
+    assert direct.variant_allele[:, 1].tolist() == t["alt"].tolist()
+    # The prefix names the same fileset.
+    assert plink.open_plink(cohort["prefix"]).n_variants == direct.n_variants
+
+
+def test_run_job__plink_fileset_and_its_plink2zarr_conversion_agree(
+    cohort: dict[str, Any], tmp_path: Path
+) -> None:
+    a = _job(tmp_path, cohort, str(cohort["prefix"]) + ".bed", "bed")
+    b = _job(tmp_path, cohort, cohort["converted"], "vcz")
+    da_, db = a.dataset, b.dataset
+    assert da_ is not None and db is not None
+    qa, qb = json.loads(da_.attrs["qc_counts"]), json.loads(db.attrs["qc_counts"])
+    assert qa == qb
+    # The four QC cases written into the fileset are each caught once.
+    assert qa["variants_zero_variance"] == 2  # all-het, one call
+    assert qa["variants_non_acgt"] == 1 and qa["variants_duplicate_position"] == 2
+    np.testing.assert_allclose(da_["eigenvalue"].values, db["eigenvalue"].values, rtol=1e-9)
+    assert da_["verdict"].values.tolist() == db["verdict"].values.tolist()
+    np.testing.assert_allclose(
+        np.abs(da_["sample_score"].values), np.abs(db["sample_score"].values), atol=1e-8
+    )
+    assert da_.attrs["input_variable"] == "bed"
+    # The YRI minority is flagged through the fileset.
+    yri = np.asarray(cohort["populations"]) == "YRI"
+    s = da_["sample_score"].values
+    sep = [abs(s[yri, k].mean() - s[~yri, k].mean()) / s[~yri, k].std() for k in range(4)]
+    assert da_["verdict"].values[int(np.argmax(sep))] == "mean shift"
+
+
+def test_open_plink__refuses_a_truncated_bed_with_the_sizes(
+    cohort: dict[str, Any], tmp_path: Path
+) -> None:
+    for ext in (".bim", ".fam"):
+        (tmp_path / f"c{ext}").write_bytes(Path(str(cohort["prefix"]) + ext).read_bytes())
+    data = Path(str(cohort["prefix"]) + ".bed").read_bytes()
+    (tmp_path / "c.bed").write_bytes(data[:-5])
+    with pytest.raises(InputError, match="truncated or its files do not belong together"):
+        plink.open_plink(tmp_path / "c.bed")
+    (tmp_path / "c.fam").unlink()
+    with pytest.raises(SourceNotFoundError, match=r"lacks c\.fam"):
+        plink.open_plink(tmp_path / "c")
+
+
+def test_fit__vcf_zarr_store_with_reference_samples_flags_the_minority(
+    cohort: dict[str, Any],
+) -> None:
+    pops = np.asarray(cohort["populations"])
+    res = mspca_dask.fit(
+        cohort["store"], n_components=4, reference_samples=pops == "CEU", random_state=0
+    )
+    assert res.n_samples == pops.size  # samples are the observations
+    yri = pops == "YRI"
+    s = res.scores
+    sep = [abs(s[yri, k].mean() - s[~yri, k].mean()) / s[~yri, k].std() for k in range(4)]
+    k = int(np.argmax(sep))
+    assert sep[k] > 5 and not res.stable[k]
+    # The same fit from the PLINK fileset, with the reference given as sample ids.
+    ceu_ids = [s for s, p in zip(cohort["truth"]["sample_id"], pops, strict=True) if p == "CEU"]
+    res_bed = mspca_dask.fit(
+        str(cohort["prefix"]), n_components=4, reference_samples=ceu_ids, random_state=0
+    )
+    assert not res_bed.stable[k] and res_bed.n_samples == pops.size
+
+
+def test_fit__genotype_store_without_reference_uses_the_default_location(
+    cohort: dict[str, Any],
+) -> None:
+    res = mspca_dask.fit(cohort["converted"], n_components=3, random_state=0)
+    assert res.params["location"] == "auto" and res.n_samples == len(cohort["populations"])
+
+
+def test_fit__reference_samples_on_a_plain_array_is_refused() -> None:
+    with pytest.raises(mspca_dask.ParameterError, match="reference_samples applies to genotype"):
+        mspca_dask.fit(np.ones((10, 4)), n_components=2, reference_samples=[True] * 10)
