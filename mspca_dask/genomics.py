@@ -2394,6 +2394,26 @@ def _add_subcommands(sub: Any) -> None:
     c.add_argument("config", metavar="CONFIG")
     c.add_argument("--quiet", "-q", action="store_true")
     c.set_defaults(genomics_handler=_cmd_check)
+    p = sub.add_parser(
+        "project",
+        help="put new samples on a result's components",
+        description="Score the samples of NEW_STORE (VCF Zarr or PLINK fileset) on every "
+        "component of RESULT with the stored centre frequencies, scales and loadings; "
+        "variants matched by contig, position and alleles (swaps and strand flips handled, "
+        "unmatched ones imputed at the centre). Writes SCORES atomically: a TSV "
+        "(FID IID PC1..PCK, as FlashPCA2 --project) or, for a .zarr path, a Zarr Dataset.",
+    )
+    p.add_argument("result", metavar="RESULT", help="job output directory or its result.zarr")
+    p.add_argument("new_store", metavar="NEW_STORE", help="VCF Zarr store or PLINK .bed/prefix")
+    p.add_argument("--out", required=True, metavar="SCORES", help="TSV file or .zarr path")
+    p.add_argument("--overwrite", action="store_true", help="replace an existing SCORES")
+    p.add_argument(
+        "--drop-ambiguous",
+        action="store_true",
+        help="treat strand-ambiguous SNPs (A/T, C/G) as missing instead of matching as written",
+    )
+    p.add_argument("--quiet", "-q", action="store_true")
+    p.set_defaults(genomics_handler=_cmd_project)
 
 
 def register_cli(subparsers: Any) -> None:
@@ -2525,6 +2545,27 @@ def _cmd_check(args: argparse.Namespace) -> int:
             return EXIT_OK
         print(f"would compute: {cfg.output_dir}")
         return EXIT_ERROR
+
+    return _guarded(go, args)
+
+
+def _cmd_project(args: argparse.Namespace) -> int:
+    def go(a: argparse.Namespace) -> int:
+        from .projection import project
+
+        ds = project(
+            a.result,
+            a.new_store,
+            out=a.out,
+            overwrite=a.overwrite,
+            ambiguous="drop" if a.drop_ambiguous else "keep",
+        )
+        verdicts = ", ".join(
+            f"PC{k + 1} {v}" for k, v in enumerate(ds["verdict"].values.astype(str))
+        )
+        print(f"projected {ds.sizes['samples']} samples: {a.out} ({verdicts})")
+        print(f"variant matching: {ds.attrs['match_counts']}")
+        return EXIT_OK
 
     return _guarded(go, args)
 

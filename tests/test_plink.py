@@ -14,73 +14,17 @@ from typing import Any
 
 import numpy as np
 import pytest
-import zarr
 
 pytest.importorskip("stdpopsim", reason="needs the genomics extra")
 pytest.importorskip("bio2zarr", reason="needs the genomics extra")
 pytest.importorskip("bed_reader", reason="needs the genomics extra")
 
+from genotype_files import add_qc_cases, fileset_arrays, write_bed  # noqa: E402
+
 import mspca_dask  # noqa: E402
 from mspca_dask import genomics as gx  # noqa: E402
 from mspca_dask import plink  # noqa: E402
 from mspca_dask.errors import InputError, SourceNotFoundError  # noqa: E402
-
-
-def write_fileset(prefix: Path, store: str, *, edits: dict[str, Any] | None = None) -> dict:
-    """The biallelic sites of a VCF Zarr store as a PLINK 1 fileset (bed-reader's writer).
-
-    ``edits`` adds QC cases: ``all_het`` (a variant every sample is heterozygous at),
-    ``one_called`` (all missing but one call), ``duplicate`` (a second record at a position),
-    ``non_acgt`` (an ALT allele 'N').
-    """
-    from bed_reader import to_bed
-
-    g = zarr.open_group(store, mode="r")
-    gt = g["call_genotype"][:]
-    alleles = gx._str_objects(g["variant_allele"][:])
-    biallelic = (
-        (alleles[:, 2:] == "").all(axis=1) if alleles.shape[1] > 2 else np.ones(len(alleles), bool)
-    )
-    gt, alleles = gt[biallelic], alleles[biallelic]
-    pos = g["variant_position"][:][biallelic].astype(np.int64)
-    dosage = (gt > 0).sum(axis=2).astype(np.float32)
-    dosage[(gt == -1).any(axis=2)] = np.nan
-    ids = gx._str_objects(g["sample_id"][:])
-    ref, alt = alleles[:, 0].astype(str), alleles[:, 1].astype(str)
-    edits = edits or {}
-    extra = []
-    n = dosage.shape[1]
-    if edits.get("all_het"):
-        extra.append((np.ones(n, np.float32), pos[-1] + 10, "A", "G"))
-    if edits.get("one_called"):
-        row = np.full(n, np.nan, np.float32)
-        row[0] = 1.0
-        extra.append((row, pos[-1] + 20, "C", "T"))
-    if edits.get("non_acgt"):
-        extra.append((dosage[5].copy(), pos[-1] + 30, "A", "N"))
-    if edits.get("duplicate"):
-        extra.append((dosage[7].copy(), int(pos[7]), ref[7], alt[7]))
-    for row, p, r, a in extra:
-        dosage = np.vstack([dosage, row[None, :]])
-        pos = np.append(pos, p)
-        ref, alt = np.append(ref, r), np.append(alt, a)
-    order = np.argsort(pos, kind="stable")
-    dosage, pos, ref, alt = dosage[order], pos[order], ref[order], alt[order]
-    to_bed(
-        str(prefix) + ".bed",
-        dosage.T,
-        properties={
-            "iid": ids.astype(str),
-            "fid": ids.astype(str),
-            "sid": np.asarray([f"v{i}" for i in range(len(pos))]),
-            "chromosome": np.full(len(pos), "22"),
-            "bp_position": pos,
-            "allele_1": alt,  # A1 = the counted allele = ALT
-            "allele_2": ref,
-        },
-        count_A1=True,
-    )
-    return {"dosage": dosage, "position": pos, "ref": ref, "alt": alt, "sample_id": ids}
 
 
 @pytest.fixture(scope="module")
@@ -94,11 +38,8 @@ def cohort(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
         ),
     )
     prefix = root / "cohort"
-    truth = write_fileset(
-        prefix,
-        sim["store"],
-        edits={"all_het": True, "one_called": True, "non_acgt": True, "duplicate": True},
-    )
+    truth = add_qc_cases(fileset_arrays(sim["store"]))
+    write_bed(prefix, truth)
     from bio2zarr import plink as b2p
 
     b2p.convert(
