@@ -1090,7 +1090,8 @@ def site_filters(vz: VcfZarr) -> dict[str, np.ndarray]:
       (such a site is monomorphic and counted as that);
     - ``variants_duplicate_position``: every copy of a (contig, position) that occurs more
       than once (split multi-allelic records, duplicated probes): which copy is right cannot
-      be told from the data, and projection matches variants by position.
+      be told from the data, and projection matches variants by position.  Position 0 is
+      PLINK's "unknown" and is not a duplicate (gemma's HLC fileset has 0 everywhere).
 
     Stores without ``variant_allele`` get only the duplicate-position filter.
     """
@@ -1115,7 +1116,9 @@ def site_filters(vz: VcfZarr) -> dict[str, np.ndarray]:
         np.asarray(vz.variant_position).astype(str),
     )
     _, inverse, counts = np.unique(keys, return_inverse=True, return_counts=True)
-    out["variants_duplicate_position"] = counts[inverse] > 1
+    out["variants_duplicate_position"] = (counts[inverse] > 1) & (
+        np.asarray(vz.variant_position) > 0
+    )
     return out
 
 

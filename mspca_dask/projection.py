@@ -13,7 +13,8 @@ or the loadings, as with ``plink2 --score`` on PCA loadings or FlashPCA2 ``--pro
 
 Variant matching
 ----------------
-Variants are matched by contig and position, then alleles:
+Variants are matched by contig and position (by variant id where the position is 0, PLINK's
+"unknown"), then alleles:
 
 - same REF/ALT: the dosage is used as is;
 - REF/ALT swapped: the dosage counts the other allele, ``g → P − g``;
@@ -99,6 +100,8 @@ def match_variants(
     new_alleles: np.ndarray | None,
     *,
     ambiguous: str = "keep",
+    result_id: np.ndarray | None = None,
+    new_id: np.ndarray | None = None,
 ) -> VariantMatch:
     """Match result variants to new-store variants by contig, position and alleles.
 
@@ -112,13 +115,24 @@ def match_variants(
     new_alleles : (V, A') array of str or None
     ambiguous : {"keep", "drop"}
         Strand-ambiguous SNPs (A/T, C/G): matched as written, or treated as missing.
+    result_id, new_id : (d,) and (V,) arrays of str, optional
+        Variant ids, used instead of the position where the position is 0 (PLINK's
+        "unknown").
     """
+
+    def key(c: Any, p: Any, vid: Any) -> tuple[str, Any]:
+        if int(p) == 0 and vid is not None:
+            return ("id", str(vid))
+        return (str(c), int(p))
+
+    rid = [None] * len(result_position) if result_id is None else list(result_id)
+    nid = [None] * len(new_position) if new_id is None else list(new_id)
     if ambiguous not in ("keep", "drop"):
         raise ParameterError(f"ambiguous must be 'keep' or 'drop' (not {ambiguous!r})")
-    keys_new: dict[tuple[str, int], int] = {}
-    dup: set[tuple[str, int]] = set()
+    keys_new: dict[tuple[str, Any], int] = {}
+    dup: set[tuple[str, Any]] = set()
     for j, (c, p) in enumerate(zip(new_contig.tolist(), new_position.tolist(), strict=True)):
-        k = (str(c), int(p))
+        k = key(c, p, nid[j])
         if k in keys_new:
             dup.add(k)
         keys_new[k] = j
@@ -128,7 +142,7 @@ def match_variants(
     )
     counts["allele_mismatch"] = 0
     for i, (c, p) in enumerate(zip(result_contig.tolist(), result_position.tolist(), strict=True)):
-        k = (str(c), int(p))
+        k = key(c, p, rid[i])
         j = keys_new.get(k)
         if j is None:
             counts["missing"] += 1
@@ -260,6 +274,8 @@ def project(
         np.asarray(vz.variant_position),
         None if vz.variant_allele is None else np.asarray(vz.variant_allele).astype(str),
         ambiguous=ambiguous,
+        result_id=None if "variant_id" not in ds else np.asarray(ds["variant_id"].values)[inc],
+        new_id=vz.variant_id,
     )
     c = m.counts
     logger.info("projection: variant matching %s", json.dumps(c))

@@ -167,3 +167,58 @@ def test_fit__genotype_store_without_reference_uses_the_default_location(
 def test_fit__reference_samples_on_a_plain_array_is_refused() -> None:
     with pytest.raises(mspca_dask.ParameterError, match="reference_samples applies to genotype"):
         mspca_dask.fit(np.ones((10, 4)), n_components=2, reference_samples=[True] * 10)
+
+
+def test_site_filters__multiallelic_non_acgt_and_duplicate_sites_are_counted_once(
+    cohort: dict[str, Any],
+) -> None:
+    vz = gx.open_vcf_zarr(cohort["store"])  # tskit2zarr: up to 3 alleles per site
+    assert vz.variant_allele is not None
+    flags = gx.site_filters(vz)
+    expected = (vz.variant_allele[:, 2:] != "").any(axis=1)
+    assert expected.sum() > 0
+    np.testing.assert_array_equal(flags["variants_multiallelic"], expected)
+    # Hand-made metadata: symbolic and 'N' alleles, a PLINK '0' ALT (monomorphic, not
+    # non-ACGT), a duplicated position, and position 0 (PLINK's "unknown") twice.
+    small = gx.VcfZarr(
+        dosage=vz.dosage[:6],
+        sample_id=vz.sample_id,
+        variant_position=np.array([10, 20, 30, 30, 0, 0]),
+        variant_contig=np.array(["1"] * 6, dtype=object),
+        ploidy=2,
+        variable="call_genotype",
+        group=None,
+        attrs={},
+        where="test",
+        variant_allele=np.array(
+            [["A", "<DEL>"], ["N", "C"], ["G", "0"], ["A", "C"], ["A", "C"], ["G", "T"]],
+            dtype=object,
+        ),
+    )
+    f = gx.site_filters(small)
+    assert f["variants_non_acgt"].tolist() == [True, True, False, False, False, False]
+    assert f["variants_duplicate_position"].tolist() == [False, False, True, True, False, False]
+
+
+def test_main__a_fileset_with_an_all_het_variant_exits_0_not_2(
+    cohort: dict[str, Any], tmp_path: Path
+) -> None:
+    # The 1000 Genomes case: an all-het variant (MAF 0.5, zero variance) made the job exit 2.
+    _job_config = tmp_path / "het.toml"
+    _job_config.write_text(
+        textwrap.dedent(
+            f"""
+            [input]
+            store = "{cohort["prefix"]}"
+            [pca]
+            n_components = 3
+            [output]
+            dir = "out"
+            [report]
+            enabled = false
+            """
+        )
+    )
+    assert gx.main(["run", str(_job_config), "-q"]) == gx.EXIT_OK
+    ds = gx.open_genomics_result(tmp_path / "out")
+    assert json.loads(ds.attrs["qc_counts"])["variants_zero_variance"] == 2

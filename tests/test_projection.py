@@ -166,6 +166,19 @@ def test_match_variants__other_alleles_and_duplicates_are_not_matched() -> None:
     assert m.counts["allele_mismatch"] == 2 and m.counts["matched"] == 2
     assert m.result_index.tolist() == [1, 3] and m.flip.tolist() == [True, False]
     assert m.counts["strand_ambiguous"] == 2
+    # Position 0 (PLINK's "unknown", e.g. gemma's HLC fileset) matches by variant id.
+    z = match_variants(
+        np.array(["0", "0"]),
+        np.array([0, 0]),
+        np.array([["A", "G"], ["C", "T"]]),
+        np.array(["0", "0"]),
+        np.array([0, 0]),
+        np.array([["A", "G"], ["T", "C"]]),
+        result_id=np.array(["rs1", "rs2"]),
+        new_id=np.array(["rs2", "rs1"]),
+    )
+    assert z.new_index.tolist() == [0, 1] and z.result_index.tolist() == [1, 0]
+    assert z.flip.tolist() == [True, False] and z.counts["allele_mismatch"] == 0
 
 
 def test_cli_project__writes_a_flashpca_style_tsv_and_never_overwrites(
