@@ -1,4 +1,4 @@
-"""PLINK 1 filesets (``.bed/.bim/.fam``) read lazily, chunk by chunk, as VCF Zarr is.
+"""PLINK filesets (``.bed/.bim/.fam``; ``.pgen/.pvar/.psam``) read lazily, chunk by chunk.
 
 :func:`open_plink` returns the same :class:`mspca_dask.genomics.VcfZarr` that
 :func:`mspca_dask.genomics.open_vcf_zarr` returns for a store, so QC, standardisation, the fit
@@ -35,24 +35,41 @@ BLOCK_BYTES = 32 * 1024 * 1024
 _MAGIC = b"\x6c\x1b\x01"
 
 
-def plink_prefix(source: Any) -> Path | None:
-    """The fileset prefix if ``source`` names a PLINK 1 fileset, else None.
+_BED_EXT = (".bed", ".bim", ".fam")
+_PGEN_EXT = (".pgen", ".pvar", ".psam")
 
-    ``cohort.bed``, ``cohort.bim``, ``cohort.fam`` and the bare prefix ``cohort`` all name the
-    fileset ``cohort.{bed,bim,fam}`` (when ``cohort.bed`` exists; a bare prefix must not itself
-    be a file or directory).
-    """
+
+def _fileset(source: Any) -> tuple[Path, str] | None:
+    """``(prefix, "bed" | "pgen")`` if ``source`` names a PLINK fileset, else None."""
     if not isinstance(source, str | os.PathLike):
         return None
     s = os.fspath(source)
     if "://" in s:
         return None
     p = Path(s)
-    if p.suffix.lower() in (".bed", ".bim", ".fam"):
-        return p.with_suffix("")
-    if not p.exists() and p.with_name(p.name + ".bed").is_file():
-        return p
+    suffix = p.suffix.lower()
+    if suffix in _BED_EXT:
+        return p.with_suffix(""), "bed"
+    if suffix in _PGEN_EXT:
+        return p.with_suffix(""), "pgen"
+    if not p.exists():
+        if p.with_name(p.name + ".bed").is_file():
+            return p, "bed"
+        if p.with_name(p.name + ".pgen").is_file():
+            return p, "pgen"
     return None
+
+
+def plink_prefix(source: Any) -> Path | None:
+    """The fileset prefix if ``source`` names a PLINK fileset, else None.
+
+    ``cohort.bed``, ``cohort.bim``, ``cohort.fam`` and the bare prefix ``cohort`` all name the
+    PLINK 1 fileset ``cohort.{bed,bim,fam}`` (a bare prefix must not itself be a file or
+    directory); ``cohort.pgen``/``.pvar``/``.psam`` (or a bare prefix with only a ``.pgen``)
+    the PLINK 2 fileset.
+    """
+    fs = _fileset(source)
+    return None if fs is None else fs[0]
 
 
 def is_plink_source(source: Any) -> bool:
@@ -60,8 +77,8 @@ def is_plink_source(source: Any) -> bool:
     return plink_prefix(source) is not None
 
 
-def _paths(prefix: Path) -> tuple[Path, Path, Path]:
-    bed, bim, fam = (prefix.with_name(prefix.name + ext) for ext in (".bed", ".bim", ".fam"))
+def _paths(prefix: Path, exts: tuple[str, ...] = _BED_EXT) -> tuple[Path, Path, Path]:
+    bed, bim, fam = (prefix.with_name(prefix.name + ext) for ext in exts)
     missing = [p.name for p in (bed, bim, fam) if not p.is_file()]
     if missing:
         raise SourceNotFoundError(
@@ -144,9 +161,12 @@ def open_plink(source: str | os.PathLike[str], *, variants_chunk_size: int | Non
     """
     from .genomics import VcfZarr
 
-    prefix = plink_prefix(source)
-    if prefix is None:
+    fs = _fileset(source)
+    if fs is None:
         raise SourceNotFoundError(f"{source} does not name a PLINK fileset (.bed/.bim/.fam)")
+    prefix, kind = fs
+    if kind == "pgen":
+        return _open_pgen(prefix, variants_chunk_size)
     bed, bim, fam = _paths(prefix)
     fam_t = _read_table(fam, 6, ".fam")
     bim_t = _read_table(bim, 6, ".bim")
@@ -207,11 +227,12 @@ def _bed_reader_version() -> str:
 def plink_fingerprint(source: str | os.PathLike[str], *, mode: str = "listing") -> str:
     """SHA-256 of a fileset: ``.bim``/``.fam`` content, and the ``.bed`` size and mtime
     (``"listing"``) or its content (``"content"``)."""
-    prefix = plink_prefix(source)
-    if prefix is None:
+    fs = _fileset(source)
+    if fs is None:
         raise SourceNotFoundError(f"{source} does not name a PLINK fileset (.bed/.bim/.fam)")
-    bed, bim, fam = _paths(prefix)
-    h = hashlib.sha256(b"plink1")
+    prefix, kind = fs
+    bed, bim, fam = _paths(prefix, _PGEN_EXT if kind == "pgen" else _BED_EXT)
+    h = hashlib.sha256(b"plink1" if kind == "bed" else b"plink2")
     for p in (bim, fam):
         h.update(p.name.encode())
         h.update(p.read_bytes())
@@ -224,3 +245,127 @@ def plink_fingerprint(source: str | os.PathLike[str], *, mode: str = "listing") 
     else:
         h.update(str(st.st_mtime_ns).encode())
     return h.hexdigest()
+
+
+# ------------------------------------------------------------------------------ PLINK 2
+
+
+class _PgenBlocks:
+    """Array-like over a ``.pgen``: ``[variants, samples]`` → float32 ALT dosage, NaN missing.
+
+    pgenlib's ``read_dosages_range`` gives the ALT (first ALT) dosage, a hardcall count where
+    the file has no dosage track; ``-9`` is missing.
+    """
+
+    def __init__(self, pgen: Path, n_variants: int, n_samples: int, offsets: Any) -> None:
+        self.pgen = str(pgen)
+        self.offsets = offsets
+        self.shape = (n_variants, n_samples)
+        self.dtype = np.dtype(np.float32)
+        self.ndim = 2
+
+    def __getitem__(self, key: tuple[slice, slice]) -> np.ndarray:
+        import pgenlib
+
+        v, s = key
+        start, stop, _ = v.indices(self.shape[0])
+        out = np.empty((stop - start, self.shape[1]), dtype=np.float32)
+        reader = pgenlib.PgenReader(
+            self.pgen.encode(),
+            raw_sample_ct=self.shape[1],
+            variant_ct=self.shape[0],
+            allele_idx_offsets=self.offsets,
+        )
+        try:
+            if stop > start:
+                reader.read_dosages_range(start, stop, out)
+        finally:
+            reader.close()
+        out[out < 0] = np.nan
+        return out[:, s]
+
+
+def _read_header_table(path: Path, what: str) -> tuple[list[str], list[list[str]]]:
+    """A ``.pvar``/``.psam``: the ``#``-header's column names and the rows (``##`` skipped)."""
+    header: list[str] | None = None
+    rows = []
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            if line.startswith("##") or not line.strip():
+                continue
+            if line.startswith("#") and header is None and not rows:
+                header = line[1:].split()
+                continue
+            rows.append(line.split())
+    if header is None:
+        raise InputError(
+            f"{path} has no '#' header line; mspca_dask reads {what} files with a header "
+            "(as plink2 writes them)"
+        )
+    return header, rows
+
+
+def _column(header: list[str], rows: list[list[str]], name: str, path: Path) -> np.ndarray:
+    if name not in header:
+        raise InputError(f"{path} has no {name} column (header: {' '.join(header)})")
+    i = header.index(name)
+    try:
+        return np.asarray([r[i] for r in rows], dtype=object)
+    except IndexError as exc:
+        raise InputError(f"{path}: a line has fewer fields than the header") from exc
+
+
+def _open_pgen(prefix: Path, variants_chunk_size: int | None) -> Any:
+    from .genomics import VcfZarr
+
+    try:
+        import pgenlib  # noqa: F401
+    except ImportError as exc:
+        raise MSPCAError(
+            "reading PLINK 2 .pgen filesets needs pgenlib: pip install pgenlib"
+        ) from exc
+    pgen, pvar, psam = _paths(prefix, _PGEN_EXT)
+    sh, srows = _read_header_table(psam, ".psam")
+    sample_id = _column(sh, srows, "IID", psam)
+    vh, vrows = _read_header_table(pvar, ".pvar")
+    contig = _column(vh, vrows, "CHROM", pvar)
+    try:
+        position = _column(vh, vrows, "POS", pvar).astype(np.int64)
+    except ValueError as exc:
+        raise InputError(f"{pvar}: POS must be integers: {exc}") from exc
+    ref = _column(vh, vrows, "REF", pvar)
+    alts = [a.split(",") for a in _column(vh, vrows, "ALT", pvar)]
+    ids = _column(vh, vrows, "ID", pvar) if "ID" in vh else None
+    n, v = len(sample_id), len(position)
+    if len(set(sample_id.tolist())) != n:
+        raise InputError(f"{psam}: the sample ids (IID) are not unique")
+    n_alt = np.asarray([len(a) for a in alts], dtype=np.int64)
+    width = 1 + int(n_alt.max(initial=1))
+    alleles = np.full((v, width), "", dtype=object)
+    alleles[:, 0] = ref
+    for i, a in enumerate(alts):
+        alleles[i, 1 : 1 + len(a)] = [x if x != "." else "" for x in a]
+    offsets = None
+    if (n_alt > 1).any():
+        offsets = np.zeros(v + 1, dtype=np.uintp)
+        offsets[1:] = np.cumsum(np.maximum(2, 1 + n_alt))
+    if variants_chunk_size is None:
+        variants_chunk_size = max(1, BLOCK_BYTES // (4 * max(n, 1)))
+    chunk = max(1, min(int(variants_chunk_size), max(v, 1)))
+    reader = _PgenBlocks(pgen, v, n, offsets)
+    dosage = da.from_array(reader, chunks=(chunk, max(n, 1)), lock=False, fancy=False)
+    from importlib.metadata import version
+
+    return VcfZarr(
+        dosage=dosage,
+        sample_id=sample_id,
+        variant_position=position,
+        variant_contig=contig,
+        ploidy=2,
+        variable="pgen",
+        group=None,
+        attrs={"source": f"PLINK 2 fileset {prefix.name} (pgenlib {version('pgenlib')})"},
+        where=str(prefix),
+        variant_allele=alleles,
+        variant_id=ids,
+    )

@@ -102,3 +102,26 @@ def write_bed(
         },
         count_A1=True,
     )
+
+
+def write_pgen(prefix: Path, a: dict[str, Any]) -> None:
+    """Write ``a`` as a PLINK 2 fileset with pgenlib's ``PgenWriter`` (REF = A2, ALT = A1)."""
+    import pgenlib
+
+    dosage = a["dosage"]
+    V, N = dosage.shape
+    writer = pgenlib.PgenWriter(
+        (str(prefix) + ".pgen").encode(), N, variant_ct=V, nonref_flags=False
+    )
+    try:
+        for row in dosage:
+            g = np.where(np.isnan(row), -9, row).astype(np.int8)
+            writer.append_biallelic(g)
+    finally:
+        writer.close()
+    with open(str(prefix) + ".pvar", "w") as f:
+        f.write("##fileformat=VCFv4.2\n#CHROM\tPOS\tID\tREF\tALT\n")
+        for i in range(V):
+            f.write(f"22\t{a['position'][i]}\tv{i}\t{a['ref'][i]}\t{a['alt'][i]}\n")
+    with open(str(prefix) + ".psam", "w") as f:
+        f.write("#IID\tSEX\n" + "".join(f"{s}\tNA\n" for s in a["sample_id"]))

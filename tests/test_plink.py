@@ -19,7 +19,7 @@ pytest.importorskip("stdpopsim", reason="needs the genomics extra")
 pytest.importorskip("bio2zarr", reason="needs the genomics extra")
 pytest.importorskip("bed_reader", reason="needs the genomics extra")
 
-from genotype_files import add_qc_cases, fileset_arrays, write_bed  # noqa: E402
+from genotype_files import add_qc_cases, fileset_arrays, write_bed, write_pgen  # noqa: E402
 
 import mspca_dask  # noqa: E402
 from mspca_dask import genomics as gx  # noqa: E402
@@ -222,3 +222,19 @@ def test_main__a_fileset_with_an_all_het_variant_exits_0_not_2(
     assert gx.main(["run", str(_job_config), "-q"]) == gx.EXIT_OK
     ds = gx.open_genomics_result(tmp_path / "out")
     assert json.loads(ds.attrs["qc_counts"])["variants_zero_variance"] == 2
+
+
+def test_open_plink__a_pgen_fileset_reads_as_its_bed_twin(
+    cohort: dict[str, Any], tmp_path: Path
+) -> None:
+    pytest.importorskip("pgenlib", reason="PLINK 2 input needs pgenlib")
+    write_pgen(tmp_path / "twin", cohort["truth"])
+    pg = plink.open_plink(tmp_path / "twin.pgen", variants_chunk_size=500)
+    bed = plink.open_plink(cohort["prefix"])
+    np.testing.assert_array_equal(pg.dosage.compute(), bed.dosage.compute())
+    np.testing.assert_array_equal(pg.sample_id, bed.sample_id)
+    np.testing.assert_array_equal(pg.variant_allele, bed.variant_allele)
+    np.testing.assert_array_equal(pg.variant_position, bed.variant_position)
+    res = mspca_dask.fit(str(tmp_path / "twin"), n_components=3, random_state=0)
+    ref = mspca_dask.fit(str(cohort["prefix"]) + ".bed", n_components=3, random_state=0)
+    np.testing.assert_allclose(res.eigenvalues, ref.eigenvalues, rtol=1e-9)
