@@ -135,8 +135,8 @@ def fit(
     progress : bool
         Progress bar per pass.
     reference_samples : sequence of str or (n_samples,) bool array, optional
-        For a genotype ``source`` (the path of a VCF Zarr store, or of a PLINK 1 fileset
-        ``x.bed`` / prefix ``x``): the sample ids, or a mask, of the reference set whose allele
+        For a genotype ``source`` (the path of a VCF Zarr store, or of a PLINK fileset
+        ``x.bed`` / ``x.pgen`` / prefix ``x``): the sample ids, or a mask, of the reference set whose allele
         frequencies centre and scale the dosages (then ``location`` must stay ``"auto"``; it
         becomes None).  Genotype sources are QC'd and standardised as by the genomics job
         (:mod:`mspca_dask.genotypes`): samples are the observations, variants the features.

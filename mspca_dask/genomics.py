@@ -1342,7 +1342,7 @@ GENOMICS_ATTRS: dict[str, tuple[str, bool, str]] = {
     "job_name": ("str", True, "[job] name."),
     "job_fingerprint": ("str", True, "SHA-256 of input fingerprint + parameters + versions."),
     "input_fingerprint": ("str", True, "SHA-256 of the input store (listing or content)."),
-    "input_store": ("str", True, "Path or URL of the VCF Zarr store."),
+    "input_store": ("str", True, "Path or URL of the VCF Zarr store, or the PLINK fileset."),
     "input_variable": ("str", True, "Variable the dosages were made from."),
     "reference_mode": ("str", True, "samples | file | variable | metadata | auto."),
     "reference_description": ("str", True, "Which reference set centred the data."),
