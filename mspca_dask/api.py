@@ -136,10 +136,11 @@ def fit(
         Progress bar per pass.
     reference_samples : sequence of str or (n_samples,) bool array, optional
         For a genotype ``source`` (the path of a VCF Zarr store, or of a PLINK fileset
-        ``x.bed`` / ``x.pgen`` / prefix ``x``): the sample ids, or a mask, of the reference set whose allele
-        frequencies centre and scale the dosages (then ``location`` must stay ``"auto"``; it
-        becomes None).  Genotype sources are QC'd and standardised as by the genomics job
-        (:mod:`mspca_dask.genotypes`): samples are the observations, variants the features.
+        ``x.bed`` / ``x.pgen`` / prefix ``x``): the sample ids, or a mask, of the reference
+        set whose allele frequencies centre and scale the dosages (then ``location`` must
+        stay ``"auto"``; it becomes None).  Genotype sources are QC'd and standardised as by
+        the genomics job (:mod:`mspca_dask.genotypes`; ``params["genotype_qc"]`` holds the
+        counts): samples are the observations, variants the features.
 
     Returns
     -------
@@ -221,6 +222,8 @@ def fit(
         # (their estimated rounding is part of eigenvalue_bounds)
         precision="float32" if run._single_used else "float64",
     )
+    if gin is not None:  # a genotype store: what its QC kept and dropped
+        params["genotype_qc"] = gin.qc_counts
     return MSPCAResult(
         **out,
         solver=chosen,

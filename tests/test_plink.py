@@ -158,10 +158,17 @@ def test_fit__vcf_zarr_store_with_reference_samples_flags_the_minority(
 
 
 def test_fit__genotype_store_without_reference_uses_the_default_location(
-    cohort: dict[str, Any],
+    cohort: dict[str, Any], tmp_path: Path
 ) -> None:
     res = mspca_dask.fit(cohort["converted"], n_components=3, random_state=0)
     assert res.params["location"] == "auto" and res.n_samples == len(cohort["populations"])
+    # The job's QC ran: the fileset's all-het and one-call variants were dropped, and the
+    # counts travel with the result.
+    qc = res.params["genotype_qc"]
+    assert qc["variants_zero_variance"] == 2 and qc["variants_duplicate_position"] == 2
+    assert res.n_features == qc["variants_analysed"]
+    res.to_zarr(tmp_path / "r.zarr")
+    assert mspca_dask.open_result(tmp_path / "r.zarr").params["genotype_qc"] == qc
 
 
 def test_fit__reference_samples_on_a_plain_array_is_refused() -> None:
