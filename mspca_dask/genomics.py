@@ -836,10 +836,12 @@ def open_vcf_zarr(
         raise InputError(f"{store}: sample_id holds duplicate ids")
     attrs = dict(group.attrs.asdict()) if hasattr(group.attrs, "asdict") else dict(group.attrs)
     alleles = ids = None
-    if "variant_allele" in keys and tuple(group["variant_allele"].shape)[:1] == (nv,):
-        alleles = _str_objects(group["variant_allele"][:])
-    if "variant_id" in keys and tuple(group["variant_id"].shape) == (nv,):
-        ids = _str_objects(group["variant_id"][:])
+    allele_arr: Any = group["variant_allele"] if "variant_allele" in keys else None
+    id_arr: Any = group["variant_id"] if "variant_id" in keys else None
+    if allele_arr is not None and tuple(allele_arr.shape)[:1] == (nv,):
+        alleles = _str_objects(allele_arr[:])
+    if id_arr is not None and tuple(id_arr.shape) == (nv,):
+        ids = _str_objects(id_arr[:])
     return VcfZarr(
         dosage=dosage,
         sample_id=sample_id,

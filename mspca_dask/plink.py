@@ -288,7 +288,7 @@ class _PgenBlocks:
 def _read_header_table(path: Path, what: str) -> tuple[list[str], list[list[str]]]:
     """A ``.pvar``/``.psam``: the ``#``-header's column names and the rows (``##`` skipped)."""
     header: list[str] | None = None
-    rows = []
+    rows: list[list[str]] = []
     with open(path, encoding="utf-8") as f:
         for line in f:
             if line.startswith("##") or not line.strip():

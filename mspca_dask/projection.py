@@ -136,17 +136,20 @@ def match_variants(
         if k in keys_new:
             dup.add(k)
         keys_new[k] = j
-    new_i, res_i, flips = [], [], []
+    new_i: list[int] = []
+    res_i: list[int] = []
+    flips: list[bool] = []
     counts = dict.fromkeys(
         ("matched", "allele_swapped", "strand_flipped", "strand_ambiguous", "missing"), 0
     )
     counts["allele_mismatch"] = 0
     for i, (c, p) in enumerate(zip(result_contig.tolist(), result_position.tolist(), strict=True)):
         k = key(c, p, rid[i])
-        j = keys_new.get(k)
-        if j is None:
+        found = keys_new.get(k)
+        if found is None:
             counts["missing"] += 1
             continue
+        j = found
         if k in dup:
             counts["allele_mismatch"] += 1
             continue
