@@ -227,6 +227,16 @@ def test_main__a_fileset_with_an_all_het_variant_exits_0_not_2(
         )
     )
     assert gx.main(["run", str(_job_config), "-q"]) == gx.EXIT_OK
+    # The fileset is fingerprinted like a store: the result is up to date until it changes.
+    assert gx.main(["check", str(_job_config), "-q"]) == gx.EXIT_OK
+    fam = Path(str(cohort["prefix"]) + ".fam")
+    fp = gx.input_fingerprint(str(cohort["prefix"]) + ".bed")
+    assert fp == gx.input_fingerprint(str(cohort["prefix"]))
+    copy = tmp_path / "copy"
+    for ext in (".bed", ".bim"):
+        Path(str(copy) + ext).write_bytes(Path(str(cohort["prefix"]) + ext).read_bytes())
+    Path(str(copy) + ".fam").write_text(fam.read_text().replace("CEU_0001", "CEU_9999", 1))
+    assert gx.input_fingerprint(str(copy)) != fp
     ds = gx.open_genomics_result(tmp_path / "out")
     assert json.loads(ds.attrs["qc_counts"])["variants_zero_variance"] == 2
 
