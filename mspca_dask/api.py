@@ -45,6 +45,7 @@ from .errors import (
     NoSpikeWarning,
     ParameterError,
 )
+from .genotypes import genotype_input
 from .io import open_source
 from .location import robust_inlier_weights
 from .matching import check_invariance
@@ -84,6 +85,7 @@ def fit(
     allow_missing_chunks: bool = False,
     out: str | os.PathLike[str] | None = None,
     overwrite: bool = False,
+    reference_samples: Any = None,
 ) -> MSPCAResult:
     """Mean-Shift PCA: the top principal components, split into covariance and mean-shift ones.
 
@@ -153,6 +155,13 @@ def fit(
         directory must be writable.
     overwrite : bool
         With ``out``: replace an existing mspca result there (never other data).
+    reference_samples : sequence of str or (n_samples,) bool array, optional
+        For a genotype ``source`` (the path of a VCF Zarr store, or of a PLINK fileset
+        ``x.bed`` / ``x.pgen`` / prefix ``x``): the sample ids, or a mask, of the reference
+        set whose allele frequencies centre and scale the dosages (then ``location`` must
+        stay ``"auto"``; it becomes None).  Genotype sources are QC'd and standardised as by
+        the genomics job (:mod:`mspca_dask.genotypes`; ``params["genotype_qc"]`` holds the
+        counts): samples are the observations, variants the features.
 
     Returns
     -------
@@ -193,6 +202,15 @@ def fit(
     )
     if out is not None:
         check_output_path(out, overwrite=overwrite, inputs=[source], what="out")
+    gin = genotype_input(
+        source,
+        reference_samples=reference_samples,
+        location=location,
+        variable=variable,
+        scheduler=scheduler,
+    )
+    if gin is not None:
+        source, location, variable, sample_dim = gin.data, gin.location, None, "samples"
     src = open_source(
         source,
         variable=variable,
@@ -234,6 +252,8 @@ def fit(
         allow_missing_chunks=bool(allow_missing_chunks),
         missing_chunks=src.missing_chunks,
     )
+    if gin is not None:  # a genotype store: what its QC kept and dropped
+        params["genotype_qc"] = gin.qc_counts
     result = MSPCAResult(
         **fitted,
         solver=chosen,

@@ -618,6 +618,10 @@ def input_fingerprint(
     """
     import fsspec
 
+    from . import plink
+
+    if plink.is_plink_source(store):
+        return plink.plink_fingerprint(store, mode=mode)
     fs, root = fsspec.core.url_to_fs(store, **dict(storage_options or {}))
     try:
         entries = fs.find(root, detail=True)
@@ -691,6 +695,9 @@ class VcfZarr:
         The opened store (to read further sample variables).
     attrs : dict
         Root attributes (``source``, ``vcf_zarr_version``, ...).
+    variant_allele : (n_variants, n_alleles) ndarray of str, optional
+        REF then ALT alleles (``""`` pads a missing ALT), when the store has them.
+    variant_id : (n_variants,) ndarray of str, optional
     """
 
     dosage: da.Array
@@ -702,6 +709,8 @@ class VcfZarr:
     group: Any
     attrs: dict[str, Any]
     where: str
+    variant_allele: np.ndarray | None = None
+    variant_id: np.ndarray | None = None
 
     @property
     def n_samples(self) -> int:
@@ -713,6 +722,10 @@ class VcfZarr:
 
     def sample_variable(self, name: str) -> np.ndarray:
         """A ``(samples,)`` variable of the store, read whole (it is small)."""
+        if self.group is None:
+            raise VariableNotFoundError(
+                f"{self.where} is not a Zarr store: it has no sample variable {name!r}"
+            )
         if name not in self.group:
             raise VariableNotFoundError(
                 f"the store {self.where} has no variable {name!r}"
@@ -822,6 +835,13 @@ def open_vcf_zarr(
     if len(set(sample_id.tolist())) != ns:
         raise InputError(f"{store}: sample_id holds duplicate ids")
     attrs = dict(group.attrs.asdict()) if hasattr(group.attrs, "asdict") else dict(group.attrs)
+    alleles = ids = None
+    allele_arr: Any = group["variant_allele"] if "variant_allele" in keys else None
+    id_arr: Any = group["variant_id"] if "variant_id" in keys else None
+    if allele_arr is not None and tuple(allele_arr.shape)[:1] == (nv,):
+        alleles = _str_objects(allele_arr[:])
+    if id_arr is not None and tuple(id_arr.shape) == (nv,):
+        ids = _str_objects(id_arr[:])
     return VcfZarr(
         dosage=dosage,
         sample_id=sample_id,
@@ -832,6 +852,28 @@ def open_vcf_zarr(
         group=group,
         attrs=attrs,
         where=store,
+        variant_allele=alleles,
+        variant_id=ids,
+    )
+
+
+def open_genotypes(
+    store: str,
+    *,
+    genotype_variable: str = "auto",
+    ploidy: int | None = None,
+    storage_options: Mapping[str, Any] | None = None,
+) -> VcfZarr:
+    """Open a VCF Zarr store or a PLINK 1 fileset (``x.bed`` or the prefix ``x``) lazily.
+
+    Both give the same :class:`VcfZarr` (see :mod:`mspca_dask.plink` for the fileset).
+    """
+    from . import plink
+
+    if plink.is_plink_source(store):
+        return plink.open_plink(store)
+    return open_vcf_zarr(
+        store, genotype_variable=genotype_variable, ploidy=ploidy, storage_options=storage_options
     )
 
 
@@ -999,16 +1041,22 @@ def run_qc(
             )
     maf = stats.minor_allele_frequency
     miss = stats.missing_rate
+    counts: dict[str, int] = {"variants": V}
+    site_ok = np.ones(V, dtype=bool)
+    for name, bad in site_filters(vz).items():
+        counts[name] = int((site_ok & bad).sum())
+        site_ok &= ~bad
     polymorphic = maf > 0
+    varies = ~stats.constant_calls
     maf_ok = maf >= cfg.min_maf
     miss_ok = miss <= cfg.max_variant_missing
-    keep_v = polymorphic & maf_ok & miss_ok
-    counts = {
-        "variants": V,
-        "variants_monomorphic": int((~polymorphic).sum()),
-        "variants_low_maf": int((polymorphic & ~maf_ok).sum()),
-        "variants_high_missing": int((polymorphic & maf_ok & ~miss_ok).sum()),
-    }
+    keep_v = site_ok & polymorphic & varies & maf_ok & miss_ok
+    counts.update(
+        variants_monomorphic=int((site_ok & ~polymorphic).sum()),
+        variants_zero_variance=int((site_ok & polymorphic & ~varies).sum()),
+        variants_low_maf=int((site_ok & polymorphic & varies & ~maf_ok).sum()),
+        variants_high_missing=int((site_ok & polymorphic & varies & maf_ok & ~miss_ok).sum()),
+    )
     if ref is not None:
         assert stats.ref_n_called is not None
         n_ref = int(ref.sum())
@@ -1026,6 +1074,54 @@ def run_qc(
             f"missing > {cfg.max_variant_missing}: {counts['variants_high_missing']}); relax [qc]"
         )
     return QCResult(stats, call_rate, keep_s, keep_v, ref, n_passes, counts)
+
+
+_MISSING_ALLELES = frozenset(("", ".", "0", "-"))
+
+
+def site_filters(vz: VcfZarr) -> dict[str, np.ndarray]:
+    """Sites no genotype PCA should use, from the variant metadata alone (no pass).
+
+    Returns ``{qc_counts name: (n_variants,) bool}``, applied in this order (each variant is
+    counted under the first filter it fails):
+
+    - ``variants_multiallelic``: more than one ALT allele (a dosage of "not REF" would merge
+      different alleles);
+    - ``variants_non_acgt``: an allele that is not a string of A, C, G, T (symbolic ``<DEL>``,
+      ``*``, ``N``, IUPAC codes); a missing ALT (``.``, PLINK's ``0``) is not counted here
+      (such a site is monomorphic and counted as that);
+    - ``variants_duplicate_position``: every copy of a (contig, position) that occurs more
+      than once (split multi-allelic records, duplicated probes): which copy is right cannot
+      be told from the data, and projection matches variants by position.  Position 0 is
+      PLINK's "unknown" and is not a duplicate (gemma's HLC fileset has 0 everywhere).
+
+    Stores without ``variant_allele`` get only the duplicate-position filter.
+    """
+    V = vz.n_variants
+    out: dict[str, np.ndarray] = {}
+    if vz.variant_allele is not None:
+        alleles = np.asarray(vz.variant_allele, dtype=object).reshape(V, -1)
+        present = np.vectorize(lambda a: str(a) not in _MISSING_ALLELES, otypes=[bool])(alleles)
+        acgt = np.vectorize(
+            lambda a: str(a) in _MISSING_ALLELES or set(str(a).upper()) <= set("ACGT"),
+            otypes=[bool],
+        )(alleles)
+        if alleles.shape[1] == 0:
+            present = acgt = np.zeros((V, 1), dtype=bool)
+        out["variants_multiallelic"] = present[:, 1:].sum(axis=1) > 1
+        out["variants_non_acgt"] = ~acgt.all(axis=1) | ~present[:, 0]
+    else:
+        out["variants_multiallelic"] = np.zeros(V, dtype=bool)
+        out["variants_non_acgt"] = np.zeros(V, dtype=bool)
+    keys = np.char.add(
+        np.char.add(np.asarray(vz.variant_contig, dtype=str), ":"),
+        np.asarray(vz.variant_position).astype(str),
+    )
+    _, inverse, counts = np.unique(keys, return_inverse=True, return_counts=True)
+    out["variants_duplicate_position"] = (counts[inverse] > 1) & (
+        np.asarray(vz.variant_position) > 0
+    )
+    return out
 
 
 # --------------------------------------------------------------------------------------
@@ -1191,6 +1287,20 @@ GENOMICS_VARIABLES: dict[str, GenomicsVariable] = {
         "Frequency p whose dosage P*p centred the variant (reference set, or the robust "
         "location in 'auto' mode); NaN for excluded variants.",
     ),
+    "variant_scale": GenomicsVariable(
+        ("variants",),
+        "f",
+        False,
+        "Divisor of the centred dosage (Patterson scale); NaN for excluded variants.  With "
+        "variant_reference_frequency and variant_loading it projects new samples.",
+    ),
+    "variant_allele": GenomicsVariable(
+        ("variants", "alleles"),
+        _STR,
+        False,
+        "REF then ALT allele(s) of the store ('' pads); the dosage counts the ALT allele.",
+    ),
+    "variant_id": GenomicsVariable(("variants",), _STR, False, "Variant id of the store."),
     "variant_missing_rate": GenomicsVariable(
         ("variants",), "f", True, "Fraction of analysed samples with a missing call."
     ),
@@ -1234,7 +1344,7 @@ GENOMICS_ATTRS: dict[str, tuple[str, bool, str]] = {
     "job_name": ("str", True, "[job] name."),
     "job_fingerprint": ("str", True, "SHA-256 of input fingerprint + parameters + versions."),
     "input_fingerprint": ("str", True, "SHA-256 of the input store (listing or content)."),
-    "input_store": ("str", True, "Path or URL of the VCF Zarr store."),
+    "input_store": ("str", True, "Path or URL of the VCF Zarr store, or the PLINK fileset."),
     "input_variable": ("str", True, "Variable the dosages were made from."),
     "reference_mode": ("str", True, "samples | file | variable | metadata | auto."),
     "reference_description": ("str", True, "Which reference set centred the data."),
@@ -1310,6 +1420,13 @@ def build_dataset(
     }
     if labels is not None:
         data["sample_label"] = (("samples",), labels.astype(str))
+    scale = np.full(V, np.nan)
+    scale[qc.variant_keep] = an.scale
+    data["variant_scale"] = (("variants",), scale)
+    if vz.variant_allele is not None:
+        data["variant_allele"] = (("variants", "alleles"), vz.variant_allele.astype(str))
+    if vz.variant_id is not None:
+        data["variant_id"] = (("variants",), vz.variant_id.astype(str))
     data = {
         k: (dims, value, {"description": GENOMICS_VARIABLES[k].doc})
         for k, (dims, value) in data.items()
@@ -2156,7 +2273,7 @@ def _compute(
     cfg: JobConfig, input_fp: str, job_fp: str, timings: dict[str, float]
 ) -> tuple[xr.Dataset, Analysis]:
     t0 = time.perf_counter()
-    vz = open_vcf_zarr(
+    vz = open_genotypes(
         cfg.store,
         genotype_variable=cfg.genotype_variable,
         ploidy=cfg.ploidy,
@@ -2282,6 +2399,26 @@ def _add_subcommands(sub: Any) -> None:
     c.add_argument("config", metavar="CONFIG")
     c.add_argument("--quiet", "-q", action="store_true")
     c.set_defaults(genomics_handler=_cmd_check)
+    p = sub.add_parser(
+        "project",
+        help="put new samples on a result's components",
+        description="Score the samples of NEW_STORE (VCF Zarr or PLINK fileset) on every "
+        "component of RESULT with the stored centre frequencies, scales and loadings; "
+        "variants matched by contig, position and alleles (swaps and strand flips handled, "
+        "unmatched ones imputed at the centre). Writes SCORES atomically: a TSV "
+        "(FID IID PC1..PCK, as FlashPCA2 --project) or, for a .zarr path, a Zarr Dataset.",
+    )
+    p.add_argument("result", metavar="RESULT", help="job output directory or its result.zarr")
+    p.add_argument("new_store", metavar="NEW_STORE", help="VCF Zarr store or PLINK .bed/prefix")
+    p.add_argument("--out", required=True, metavar="SCORES", help="TSV file or .zarr path")
+    p.add_argument("--overwrite", action="store_true", help="replace an existing SCORES")
+    p.add_argument(
+        "--drop-ambiguous",
+        action="store_true",
+        help="treat strand-ambiguous SNPs (A/T, C/G) as missing instead of matching as written",
+    )
+    p.add_argument("--quiet", "-q", action="store_true")
+    p.set_defaults(genomics_handler=_cmd_project)
 
 
 def register_cli(subparsers: Any) -> None:
@@ -2413,6 +2550,27 @@ def _cmd_check(args: argparse.Namespace) -> int:
             return EXIT_OK
         print(f"would compute: {cfg.output_dir}")
         return EXIT_ERROR
+
+    return _guarded(go, args)
+
+
+def _cmd_project(args: argparse.Namespace) -> int:
+    def go(a: argparse.Namespace) -> int:
+        from .projection import project
+
+        ds = project(
+            a.result,
+            a.new_store,
+            out=a.out,
+            overwrite=a.overwrite,
+            ambiguous="drop" if a.drop_ambiguous else "keep",
+        )
+        verdicts = ", ".join(
+            f"PC{k + 1} {v}" for k, v in enumerate(ds["verdict"].values.astype(str))
+        )
+        print(f"projected {ds.sizes['samples']} samples: {a.out} ({verdicts})")
+        print(f"variant matching: {ds.attrs['match_counts']}")
+        return EXIT_OK
 
     return _guarded(go, args)
 

@@ -172,7 +172,8 @@ def genotype_statistics(
     Returns
     -------
     dict of str to dask array
-        ``alt_sum`` (variants,): sum of called dosages; ``n_called`` (variants,): number of
+        ``alt_sum`` (variants,): sum of called dosages; ``alt_sq_sum`` (variants,): sum of
+        their squares (zero-variance check); ``n_called`` (variants,): number of
         called samples; ``sample_n_called`` (samples,): called variants per sample;
         ``ref_alt_sum`` and ``ref_n_called`` (variants,) over the reference samples.
         Computing them together (one ``dask.compute``) reads the data once.
@@ -183,13 +184,14 @@ def genotype_statistics(
     >>> g = da.from_array(np.array([[0.0, 1.0, np.nan], [2.0, 2.0, 1.0]], dtype=np.float32))
     >>> out = genotype_statistics(g, reference=np.array([True, True, False]))
     >>> {k: v.compute().tolist() for k, v in sorted(out.items())}  # doctest: +NORMALIZE_WHITESPACE
-    {'alt_sum': [1.0, 5.0], 'n_called': [2, 3], 'ref_alt_sum': [1.0, 4.0],
-     'ref_n_called': [2, 2], 'sample_n_called': [2, 2, 1]}
+    {'alt_sq_sum': [1.0, 9.0], 'alt_sum': [1.0, 5.0], 'n_called': [2, 3],
+     'ref_alt_sum': [1.0, 4.0], 'ref_n_called': [2, 2], 'sample_n_called': [2, 2, 1]}
     """
     called = ~da.isnan(dosage)
     filled = da.where(called, dosage, np.float32(0)).astype(np.float64)
     out = {
         "alt_sum": filled.sum(axis=1),
+        "alt_sq_sum": (filled * filled).sum(axis=1),
         "n_called": called.sum(axis=1, dtype=np.int64),
         "sample_n_called": called.sum(axis=0, dtype=np.int64),
     }
@@ -231,6 +233,7 @@ class GenotypeStats:
     ref_n_called: np.ndarray | None
     n_samples: int
     ploidy: int = 2
+    alt_sq_sum: np.ndarray | None = None
 
     @classmethod
     def from_pass(
@@ -245,6 +248,7 @@ class GenotypeStats:
             ref_n_called=None if "ref_n_called" not in out else np.asarray(out["ref_n_called"]),
             n_samples=int(n_samples),
             ploidy=int(ploidy),
+            alt_sq_sum=None if "alt_sq_sum" not in out else np.asarray(out["alt_sq_sum"], float),
         )
 
     @property
@@ -258,6 +262,22 @@ class GenotypeStats:
         """(n_variants,) ``min(p, 1 − p)`` (0 where no sample is called)."""
         p = np.nan_to_num(self.allele_frequency, nan=0.0)
         return np.minimum(p, 1.0 - p)
+
+    @property
+    def constant_calls(self) -> np.ndarray:
+        """(n_variants,) bool: every called dosage of the variant is the same value.
+
+        Such a variant has zero variance once its missing calls are imputed (an all-het
+        variant has MAF 0.5 and passes a MAF filter; one called sample is constant too), and
+        nothing to contribute to a PCA.  Needs ``alt_sq_sum`` from the statistics pass.
+        """
+        if self.alt_sq_sum is None:
+            raise InputError("these statistics were computed without the sums of squares")
+        n = self.n_called.astype(float)
+        # n Σg² − (Σg)² = n² var: exact in float64 for integer dosages; a relative tolerance
+        # for real-valued ones (call_DS).
+        spread = n * self.alt_sq_sum - self.alt_sum**2
+        return spread <= 1e-9 * np.maximum(n * self.alt_sq_sum, 1.0)
 
     @property
     def missing_rate(self) -> np.ndarray:

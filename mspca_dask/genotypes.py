@@ -1,0 +1,208 @@
+"""``mspca_dask.fit`` on genotype stores: VCF Zarr and PLINK 1 filesets.
+
+:func:`genotype_input` turns a path naming a VCF Zarr store (a Zarr group holding
+``call_genotype``, ``call_dosage`` or ``call_DS``) or a PLINK 1 fileset into the standardised
+``(samples, variants)`` matrix the core analyses, with the *same* code as the genomics job:
+:func:`mspca_dask.genomics.open_genotypes` (dosages, NaN for missing calls),
+:func:`mspca_dask.genomics.run_qc` with the job's default ``[qc]`` thresholds (site filters,
+monomorphic / zero-variance / MAF / missingness), and :func:`centre_and_scale` +
+:func:`mspca_dask.preprocess.standardize` (missing calls imputed at the centre, Patterson
+scaling).  **Samples are the observations** (``n`` = samples, ``d`` = variants kept).
+
+With ``reference_samples`` the centre and the scale are the reference set's allele
+frequencies and the core's location is ``None`` (the data are already centred on the
+inliers); without, the centre and scale are the all-sample frequencies and the core's own
+``location`` (default ``"auto"``, robust) is used.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from . import preprocess
+from .errors import ParameterError
+
+__all__ = ["is_genotype_source", "genotype_input", "centre_and_scale", "GenotypeInput"]
+
+_GENOTYPE_VARIABLES = ("call_genotype", "call_dosage", "call_DS")
+
+
+def is_genotype_source(source: Any, variable: str | None = None) -> bool:
+    """True for a path naming a PLINK 1 fileset, or a Zarr group with genotypes.
+
+    A Zarr group counts when it holds ``call_genotype`` (or ``call_dosage``/``call_DS``) and
+    ``sample_id``, and ``variable`` is not given or names one of those genotype variables.
+    """
+    from . import plink
+
+    if not isinstance(source, str | os.PathLike):
+        return False
+    if plink.is_plink_source(source):
+        return True
+    if variable is not None and variable not in _GENOTYPE_VARIABLES:
+        return False
+    s = os.fspath(source)
+    if "://" not in s and not Path(s).is_dir():
+        return False
+    try:
+        import zarr
+
+        group = zarr.open_group(s, mode="r")
+        keys = set(group.keys())
+    except Exception:  # not a group (an array, nothing there): io.open_source says why
+        return False
+    return "sample_id" in keys and any(v in keys for v in _GENOTYPE_VARIABLES)
+
+
+@dataclass(frozen=True)
+class GenotypeInput:
+    """What :func:`genotype_input` hands to the core.
+
+    Attributes
+    ----------
+    data : xarray.DataArray, (samples, variants)
+        Standardised dosages of the samples and variants that passed QC, lazy; ``samples``
+        coordinate = sample ids, ``variants`` coordinate = variant ids (``contig:position``
+        when the store has none).
+    location : "auto", None or ndarray
+        What the core subtracts: None when a reference set centred the data.
+    qc_counts : dict
+        Samples and variants per QC outcome (as in the job's ``qc_counts``).
+    centre_frequency, scale : (d,) ndarray
+        Frequency ``p`` whose dosage ``P p`` was subtracted, and the divisor, per kept variant.
+    """
+
+    data: Any
+    location: Any
+    qc_counts: dict[str, int]
+    centre_frequency: np.ndarray
+    scale: np.ndarray
+
+
+def centre_and_scale(
+    stats: preprocess.GenotypeStats,
+    variant_keep: np.ndarray,
+    reference: np.ndarray | None,
+    scale_from: str = "reference",
+) -> tuple[np.ndarray, np.ndarray]:
+    """Centre frequency and Patterson scale of the kept variants (the job's rule).
+
+    ``reference`` given: centre on the reference frequency (EIGENSOFT's pseudocount), scale by
+    the reference (``scale_from="reference"``) or all-sample frequency; None: both from all
+    samples.
+    """
+    p_all = stats.allele_frequency[variant_keep]
+    if reference is None:
+        return p_all, preprocess.patterson_scale(p_all, ploidy=stats.ploidy)
+    p_ref = stats.reference_frequency[variant_keep]
+    base = p_ref if scale_from == "reference" else p_all
+    return p_ref, preprocess.patterson_scale(base, ploidy=stats.ploidy)
+
+
+def _reference_mask(reference_samples: Any, sample_id: np.ndarray) -> np.ndarray:
+    from .genomics import _ids_to_mask
+
+    ref = np.asarray(reference_samples)
+    if ref.dtype.kind == "b":
+        if ref.shape != sample_id.shape:
+            raise ParameterError(
+                f"reference_samples as a boolean mask must have one entry per sample, shape "
+                f"{sample_id.shape} (got {ref.shape})"
+            )
+        mask = ref.copy()
+    else:
+        mask = _ids_to_mask([str(s) for s in np.ravel(ref)], sample_id, "reference_samples")
+    if mask.sum() < 2:
+        raise ParameterError(
+            f"reference_samples selects {int(mask.sum())} sample(s); at least 2 are needed to "
+            "estimate allele frequencies"
+        )
+    return mask
+
+
+def genotype_input(
+    source: Any,
+    *,
+    reference_samples: Any = None,
+    location: Any = "auto",
+    variable: str | None = None,
+    scheduler: Any = None,
+) -> GenotypeInput | None:
+    """Open, QC and standardise a genotype store for :func:`mspca_dask.fit`; None otherwise.
+
+    Parameters
+    ----------
+    source : Any
+        What was passed to ``fit``.  Only a path naming a VCF Zarr store or a PLINK 1 fileset
+        is handled here (:func:`is_genotype_source`); anything else returns None.
+    reference_samples : sequence of str or (n_samples,) bool array, optional
+        Sample ids, or a mask, of the reference set whose allele frequencies centre and scale
+        the data.
+    location : "auto", None or array
+        The core's location; must be left at ``"auto"`` when ``reference_samples`` is given.
+    variable : str, optional
+        Genotype variable of a VCF Zarr store (default: as the job, ``call_dosage`` /
+        ``call_DS`` if present, else ``call_genotype``).
+    scheduler : optional
+        Where the statistics pass runs (as in ``fit``).
+
+    Raises
+    ------
+    ParameterError
+        ``reference_samples`` on a source that is not a genotype store, a bad mask, or a
+        ``location`` together with ``reference_samples``.
+    InputError
+        Unknown reference ids, or too few variants passing QC.
+    """
+    if not is_genotype_source(source, variable):
+        if reference_samples is not None:
+            raise ParameterError(
+                "reference_samples applies to genotype sources only (a VCF Zarr store or a "
+                "PLINK fileset path); for other data pass location= (a vector) instead"
+            )
+        return None
+    import xarray as xr
+
+    from ._execution import Executor
+    from .genomics import JobConfig, open_genotypes, run_qc
+
+    vz = open_genotypes(os.fspath(source), genotype_variable=variable or "auto")
+    reference = (
+        None if reference_samples is None else _reference_mask(reference_samples, vz.sample_id)
+    )
+    if reference is not None and not (isinstance(location, str) and location == "auto"):
+        raise ParameterError(
+            "reference_samples centres the genotypes on the reference allele frequencies; do "
+            "not pass location= as well"
+        )
+    # The job's QC thresholds, from one place (JobConfig's defaults).
+    cfg = JobConfig(name="fit", store=os.fspath(source), output_dir=Path("."))
+    qc = run_qc(cfg, vz, reference, Executor(scheduler=scheduler))
+    centre_p, scale = centre_and_scale(qc.stats, qc.variant_keep, qc.reference, cfg.scale)
+    dosage = vz.dosage[qc.variant_keep][:, qc.sample_keep]
+    X = preprocess.standardize(dosage, vz.ploidy * centre_p, scale)
+    kv = qc.variant_keep
+    if vz.variant_id is not None and len(set(vz.variant_id[kv].tolist())) == int(kv.sum()):
+        vid = vz.variant_id[kv].astype(str)
+    else:
+        vid = np.char.add(
+            np.char.add(vz.variant_contig[kv].astype(str), ":"),
+            vz.variant_position[kv].astype(str),
+        )
+    data = xr.DataArray(
+        X,
+        dims=("samples", "variants"),
+        coords={"samples": vz.sample_id[qc.sample_keep].astype(str), "variants": vid},
+    )
+    return GenotypeInput(
+        data=data,
+        location=None if reference is not None else location,
+        qc_counts=dict(qc.counts),
+        centre_frequency=np.asarray(centre_p, dtype=float),
+        scale=np.asarray(scale, dtype=float),
+    )

@@ -1,0 +1,371 @@
+"""PLINK filesets (``.bed/.bim/.fam``; ``.pgen/.pvar/.psam``) read lazily, chunk by chunk.
+
+:func:`open_plink` returns the same :class:`mspca_dask.genomics.VcfZarr` that
+:func:`mspca_dask.genomics.open_vcf_zarr` returns for a store, so QC, standardisation, the fit
+and projection are shared: a ``(variants, samples)`` float32 dask array of dosages with NaN for
+missing calls, plus sample ids (``.fam`` IID), contigs, positions, ids and alleles (``.bim``).
+The genotypes are read by ``bed-reader`` (a maintained PLINK reader), one block of whole
+variants per dask task; nothing is read when the fileset is opened.
+
+Which allele is counted
+-----------------------
+A ``.bed`` stores, per call, the count of ``A1`` (the ``.bim``'s fifth column; PLINK 1.9 puts
+the minor allele there).  bio2zarr's ``plink2zarr`` writes ``A1`` as the ALT allele and ``A2``
+as REF, so the VCF Zarr dosage ("number of ALT alleles") of a converted fileset is the count of
+``A1``: this module counts ``A1`` too and records ``variant_allele = [A2, A1]`` (REF, ALT), so
+the two routes agree call by call (``tests/test_plink.py`` checks it).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+from typing import Any
+
+import dask.array as da
+import numpy as np
+
+from .errors import InputError, MSPCAError, SourceNotFoundError
+
+__all__ = ["plink_prefix", "is_plink_source", "open_plink", "plink_fingerprint"]
+
+#: Target bytes of one float32 dosage block (variants x samples) read per task.
+BLOCK_BYTES = 32 * 1024 * 1024
+_MAGIC = b"\x6c\x1b\x01"
+
+
+_BED_EXT = (".bed", ".bim", ".fam")
+_PGEN_EXT = (".pgen", ".pvar", ".psam")
+
+
+def _fileset(source: Any) -> tuple[Path, str] | None:
+    """``(prefix, "bed" | "pgen")`` if ``source`` names a PLINK fileset, else None."""
+    if not isinstance(source, str | os.PathLike):
+        return None
+    s = os.fspath(source)
+    if "://" in s:
+        return None
+    p = Path(s)
+    suffix = p.suffix.lower()
+    if suffix in _BED_EXT:
+        return p.with_suffix(""), "bed"
+    if suffix in _PGEN_EXT:
+        return p.with_suffix(""), "pgen"
+    if not p.exists():
+        if p.with_name(p.name + ".bed").is_file():
+            return p, "bed"
+        if p.with_name(p.name + ".pgen").is_file():
+            return p, "pgen"
+    return None
+
+
+def plink_prefix(source: Any) -> Path | None:
+    """The fileset prefix if ``source`` names a PLINK fileset, else None.
+
+    ``cohort.bed``, ``cohort.bim``, ``cohort.fam`` and the bare prefix ``cohort`` all name the
+    PLINK 1 fileset ``cohort.{bed,bim,fam}`` (a bare prefix must not itself be a file or
+    directory); ``cohort.pgen``/``.pvar``/``.psam`` (or a bare prefix with only a ``.pgen``)
+    the PLINK 2 fileset.
+    """
+    fs = _fileset(source)
+    return None if fs is None else fs[0]
+
+
+def is_plink_source(source: Any) -> bool:
+    """True if ``source`` is a path naming a PLINK 1 fileset (see :func:`plink_prefix`)."""
+    return plink_prefix(source) is not None
+
+
+def _paths(prefix: Path, exts: tuple[str, ...] = _BED_EXT) -> tuple[Path, Path, Path]:
+    bed, bim, fam = (prefix.with_name(prefix.name + ext) for ext in exts)
+    missing = [p.name for p in (bed, bim, fam) if not p.is_file()]
+    if missing:
+        raise SourceNotFoundError(
+            f"the PLINK fileset {prefix} lacks {', '.join(missing)} (a fileset is "
+            f"{prefix.name}.bed, .bim and .fam side by side)"
+        )
+    return bed, bim, fam
+
+
+class _BedBlocks:
+    """Array-like over a ``.bed``: ``[variants, samples]`` slices → float32 A1 counts, NaN missing.
+
+    Holds only paths and counts (picklable for distributed workers); each read opens the file
+    with bed-reader, reads the block and closes it.
+    """
+
+    def __init__(self, bed: Path, n_variants: int, n_samples: int) -> None:
+        self.bed = str(bed)
+        self.shape = (n_variants, n_samples)
+        self.dtype = np.dtype(np.float32)
+        self.ndim = 2
+
+    def __getitem__(self, key: tuple[slice, slice]) -> np.ndarray:
+        from bed_reader import open_bed
+
+        v, s = key
+        with open_bed(
+            self.bed,
+            iid_count=self.shape[1],
+            sid_count=self.shape[0],
+            count_A1=True,
+            num_threads=1,
+            skip_format_check=True,
+        ) as bed:
+            block = bed.read(index=np.s_[s, v], dtype="float32", order="F", num_threads=1)
+        return np.ascontiguousarray(block.T)
+
+
+def _read_table(path: Path, n_cols: int, what: str) -> np.ndarray:
+    """A whitespace-separated PLINK text table as a (rows, n_cols) array of str."""
+    rows = []
+    with open(path, encoding="utf-8") as f:
+        for i, line in enumerate(f, 1):
+            fields = line.split()
+            if not fields:
+                continue
+            if len(fields) < n_cols:
+                raise InputError(
+                    f"{path} line {i} has {len(fields)} fields; a {what} line has {n_cols}"
+                )
+            rows.append(fields[:n_cols])
+    return np.asarray(rows, dtype=object).reshape(len(rows), n_cols)
+
+
+def open_plink(source: str | os.PathLike[str], *, variants_chunk_size: int | None = None) -> Any:
+    """Open a PLINK 1 fileset lazily as a :class:`~mspca_dask.genomics.VcfZarr`.
+
+    Parameters
+    ----------
+    source : path
+        ``cohort.bed`` (or ``.bim``/``.fam``) or the prefix ``cohort``.
+    variants_chunk_size : int, optional
+        Variants per dask block (default: blocks of about 32 MiB of float32 dosages).
+
+    Returns
+    -------
+    VcfZarr
+        ``dosage`` ``(n_variants, n_samples)`` float32 dask array (count of A1, the ALT
+        allele; NaN for a missing call), ``sample_id`` (``.fam`` IID), ``variant_contig``,
+        ``variant_position``, ``variant_id`` and ``variant_allele`` ``(n_variants, 2)`` =
+        ``[A2, A1]`` = ``[REF, ALT]`` as bio2zarr's ``plink2zarr`` writes them.
+
+    Raises
+    ------
+    SourceNotFoundError
+        A file of the fileset is missing.
+    InputError
+        A malformed ``.bim``/``.fam``, a ``.bed`` that is not SNP-major PLINK 1 or whose size
+        does not match the ``.bim`` and ``.fam``, or duplicate sample ids.
+    """
+    from .genomics import VcfZarr
+
+    fs = _fileset(source)
+    if fs is None:
+        raise SourceNotFoundError(f"{source} does not name a PLINK fileset (.bed/.bim/.fam)")
+    prefix, kind = fs
+    if kind == "pgen":
+        return _open_pgen(prefix, variants_chunk_size)
+    bed, bim, fam = _paths(prefix)
+    fam_t = _read_table(fam, 6, ".fam")
+    bim_t = _read_table(bim, 6, ".bim")
+    n, v = fam_t.shape[0], bim_t.shape[0]
+    with open(bed, "rb") as f:
+        magic = f.read(3)
+    if magic != _MAGIC:
+        raise InputError(
+            f"{bed} is not a SNP-major PLINK 1 .bed (its first bytes are {magic!r}, not "
+            f"{_MAGIC!r}); rewrite it with plink --make-bed"
+        )
+    expected = 3 + v * ((n + 3) // 4)
+    size = bed.stat().st_size
+    if size != expected:
+        raise InputError(
+            f"{bed} holds {size} bytes, but {v} variants (.bim) x {n} samples (.fam) need "
+            f"{expected}: the fileset is truncated or its files do not belong together"
+        )
+    sample_id = np.asarray(fam_t[:, 1], dtype=object)
+    if len(set(sample_id.tolist())) != n:
+        raise InputError(f"{fam}: the sample ids (IID, column 2) are not unique")
+    try:
+        position = bim_t[:, 3].astype(np.int64)
+    except ValueError as exc:
+        raise InputError(f"{bim}: column 4 (base-pair position) must be integers: {exc}") from exc
+    if variants_chunk_size is None:
+        variants_chunk_size = max(1, BLOCK_BYTES // (4 * max(n, 1)))
+    chunk = max(1, min(int(variants_chunk_size), max(v, 1)))
+    reader = _BedBlocks(bed, v, n)
+    dosage = da.from_array(reader, chunks=(chunk, max(n, 1)), lock=False, fancy=False)
+    alleles = np.stack([bim_t[:, 5], bim_t[:, 4]], axis=1).astype(object)
+    return VcfZarr(
+        dosage=dosage,
+        sample_id=sample_id,
+        variant_position=position,
+        variant_contig=np.asarray(bim_t[:, 0], dtype=object),
+        ploidy=2,
+        variable="bed",
+        group=None,
+        attrs={"source": f"PLINK 1 fileset {prefix.name} (bed-reader {_bed_reader_version()})"},
+        where=str(prefix),
+        variant_allele=alleles,
+        variant_id=np.asarray(bim_t[:, 1], dtype=object),
+    )
+
+
+def _bed_reader_version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("bed-reader")
+    except PackageNotFoundError as exc:  # pragma: no cover - bed-reader is a dependency
+        raise MSPCAError(
+            "reading PLINK filesets needs bed-reader: pip install 'mspca-dask[genomics]'"
+        ) from exc
+
+
+def plink_fingerprint(source: str | os.PathLike[str], *, mode: str = "listing") -> str:
+    """SHA-256 of a fileset: ``.bim``/``.fam`` content, and the ``.bed`` size and mtime
+    (``"listing"``) or its content (``"content"``)."""
+    fs = _fileset(source)
+    if fs is None:
+        raise SourceNotFoundError(f"{source} does not name a PLINK fileset (.bed/.bim/.fam)")
+    prefix, kind = fs
+    bed, bim, fam = _paths(prefix, _PGEN_EXT if kind == "pgen" else _BED_EXT)
+    h = hashlib.sha256(b"plink1" if kind == "bed" else b"plink2")
+    for p in (bim, fam):
+        h.update(p.name.encode())
+        h.update(p.read_bytes())
+    st = bed.stat()
+    h.update(f"{bed.name}:{st.st_size}".encode())
+    if mode == "content":
+        with open(bed, "rb") as f:
+            while block := f.read(1 << 20):
+                h.update(block)
+    else:
+        h.update(str(st.st_mtime_ns).encode())
+    return h.hexdigest()
+
+
+# ------------------------------------------------------------------------------ PLINK 2
+
+
+class _PgenBlocks:
+    """Array-like over a ``.pgen``: ``[variants, samples]`` → float32 ALT dosage, NaN missing.
+
+    pgenlib's ``read_dosages_range`` gives the ALT (first ALT) dosage, a hardcall count where
+    the file has no dosage track; ``-9`` is missing.
+    """
+
+    def __init__(self, pgen: Path, n_variants: int, n_samples: int, offsets: Any) -> None:
+        self.pgen = str(pgen)
+        self.offsets = offsets
+        self.shape = (n_variants, n_samples)
+        self.dtype = np.dtype(np.float32)
+        self.ndim = 2
+
+    def __getitem__(self, key: tuple[slice, slice]) -> np.ndarray:
+        import pgenlib
+
+        v, s = key
+        start, stop, _ = v.indices(self.shape[0])
+        out = np.empty((stop - start, self.shape[1]), dtype=np.float32)
+        reader = pgenlib.PgenReader(
+            self.pgen.encode(),
+            raw_sample_ct=self.shape[1],
+            variant_ct=self.shape[0],
+            allele_idx_offsets=self.offsets,
+        )
+        try:
+            if stop > start:
+                reader.read_dosages_range(start, stop, out)
+        finally:
+            reader.close()
+        out[out < 0] = np.nan
+        return out[:, s]
+
+
+def _read_header_table(path: Path, what: str) -> tuple[list[str], list[list[str]]]:
+    """A ``.pvar``/``.psam``: the ``#``-header's column names and the rows (``##`` skipped)."""
+    header: list[str] | None = None
+    rows: list[list[str]] = []
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            if line.startswith("##") or not line.strip():
+                continue
+            if line.startswith("#") and header is None and not rows:
+                header = line[1:].split()
+                continue
+            rows.append(line.split())
+    if header is None:
+        raise InputError(
+            f"{path} has no '#' header line; mspca_dask reads {what} files with a header "
+            "(as plink2 writes them)"
+        )
+    return header, rows
+
+
+def _column(header: list[str], rows: list[list[str]], name: str, path: Path) -> np.ndarray:
+    if name not in header:
+        raise InputError(f"{path} has no {name} column (header: {' '.join(header)})")
+    i = header.index(name)
+    try:
+        return np.asarray([r[i] for r in rows], dtype=object)
+    except IndexError as exc:
+        raise InputError(f"{path}: a line has fewer fields than the header") from exc
+
+
+def _open_pgen(prefix: Path, variants_chunk_size: int | None) -> Any:
+    from .genomics import VcfZarr
+
+    try:
+        import pgenlib  # noqa: F401
+    except ImportError as exc:
+        raise MSPCAError(
+            "reading PLINK 2 .pgen filesets needs pgenlib: pip install pgenlib"
+        ) from exc
+    pgen, pvar, psam = _paths(prefix, _PGEN_EXT)
+    sh, srows = _read_header_table(psam, ".psam")
+    sample_id = _column(sh, srows, "IID", psam)
+    vh, vrows = _read_header_table(pvar, ".pvar")
+    contig = _column(vh, vrows, "CHROM", pvar)
+    try:
+        position = _column(vh, vrows, "POS", pvar).astype(np.int64)
+    except ValueError as exc:
+        raise InputError(f"{pvar}: POS must be integers: {exc}") from exc
+    ref = _column(vh, vrows, "REF", pvar)
+    alts = [a.split(",") for a in _column(vh, vrows, "ALT", pvar)]
+    ids = _column(vh, vrows, "ID", pvar) if "ID" in vh else None
+    n, v = len(sample_id), len(position)
+    if len(set(sample_id.tolist())) != n:
+        raise InputError(f"{psam}: the sample ids (IID) are not unique")
+    n_alt = np.asarray([len(a) for a in alts], dtype=np.int64)
+    width = 1 + int(n_alt.max(initial=1))
+    alleles = np.full((v, width), "", dtype=object)
+    alleles[:, 0] = ref
+    for i, a in enumerate(alts):
+        alleles[i, 1 : 1 + len(a)] = [x if x != "." else "" for x in a]
+    offsets = None
+    if (n_alt > 1).any():
+        offsets = np.zeros(v + 1, dtype=np.uintp)
+        offsets[1:] = np.cumsum(np.maximum(2, 1 + n_alt))
+    if variants_chunk_size is None:
+        variants_chunk_size = max(1, BLOCK_BYTES // (4 * max(n, 1)))
+    chunk = max(1, min(int(variants_chunk_size), max(v, 1)))
+    reader = _PgenBlocks(pgen, v, n, offsets)
+    dosage = da.from_array(reader, chunks=(chunk, max(n, 1)), lock=False, fancy=False)
+    from importlib.metadata import version
+
+    return VcfZarr(
+        dosage=dosage,
+        sample_id=sample_id,
+        variant_position=position,
+        variant_contig=contig,
+        ploidy=2,
+        variable="pgen",
+        group=None,
+        attrs={"source": f"PLINK 2 fileset {prefix.name} (pgenlib {version('pgenlib')})"},
+        where=str(prefix),
+        variant_allele=alleles,
+        variant_id=ids,
+    )

@@ -1,0 +1,127 @@
+"""Genotype files for the tests, written by real writers (bed-reader's ``to_bed``).
+
+``fileset_arrays`` reads the biallelic sites of a VCF Zarr store (as bio2zarr wrote it);
+``write_bed`` writes them, or a subset of samples / variants, as a PLINK 1 fileset with the
+ALT allele as A1 (the counted allele), the orientation bio2zarr's ``plink2zarr`` reads back.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import zarr
+
+from mspca_dask import genomics as gx
+
+
+def fileset_arrays(store: str) -> dict[str, Any]:
+    """Dosage (variants, samples) with NaN missing, positions, REF, ALT, sample ids."""
+    g = zarr.open_group(store, mode="r")
+    gt = g["call_genotype"][:]
+    alleles = gx._str_objects(g["variant_allele"][:])
+    biallelic = (alleles[:, 2:] == "").all(axis=1)
+    gt, alleles = gt[biallelic], alleles[biallelic]
+    dosage = (gt > 0).sum(axis=2).astype(np.float32)
+    dosage[(gt == -1).any(axis=2)] = np.nan
+    return {
+        "dosage": dosage,
+        "position": g["variant_position"][:][biallelic].astype(np.int64),
+        "ref": alleles[:, 0].astype(str),
+        "alt": alleles[:, 1].astype(str),
+        "sample_id": gx._str_objects(g["sample_id"][:]).astype(str),
+    }
+
+
+def add_qc_cases(a: dict[str, Any]) -> dict[str, Any]:
+    """Append the QC cases real data have: an all-het variant, a variant called in one
+    sample, an ALT allele 'N', and a second record at an existing position."""
+    dosage, pos, ref, alt = a["dosage"], a["position"], a["ref"], a["alt"]
+    n = dosage.shape[1]
+    one = np.full(n, np.nan, np.float32)
+    one[0] = 1.0
+    extra = [
+        (np.ones(n, np.float32), pos[-1] + 10, "A", "G"),
+        (one, pos[-1] + 20, "C", "T"),
+        (dosage[5].copy(), pos[-1] + 30, "A", "N"),
+        (dosage[7].copy(), int(pos[7]), ref[7], alt[7]),
+    ]
+    for row, p, r, x in extra:
+        dosage = np.vstack([dosage, row[None, :]])
+        pos, ref, alt = np.append(pos, p), np.append(ref, r), np.append(alt, x)
+    order = np.argsort(pos, kind="stable")
+    return {
+        **a,
+        "dosage": dosage[order],
+        "position": pos[order],
+        "ref": ref[order],
+        "alt": alt[order],
+    }
+
+
+def write_bed(
+    prefix: Path,
+    a: dict[str, Any],
+    *,
+    samples: np.ndarray | None = None,
+    variants: np.ndarray | None = None,
+    swap: np.ndarray | None = None,
+    strand: np.ndarray | None = None,
+) -> None:
+    """Write ``a`` (or the ``samples``/``variants`` selected) as ``prefix.bed/.bim/.fam``.
+
+    ``swap`` (per selected variant): write A1/A2 the other way round (the count becomes
+    ``2 - g``); ``strand``: complement both alleles (the other strand).
+    """
+    from bed_reader import to_bed
+
+    s = np.arange(a["dosage"].shape[1]) if samples is None else np.asarray(samples)
+    v = np.arange(a["dosage"].shape[0]) if variants is None else np.asarray(variants)
+    dosage = a["dosage"][np.ix_(v, s)].copy()
+    ref, alt = a["ref"][v].copy(), a["alt"][v].copy()
+    if strand is not None:
+        comp = str.maketrans("ACGT", "TGCA")
+        ref = np.where(strand, [r.translate(comp) for r in ref], ref)
+        alt = np.where(strand, [x.translate(comp) for x in alt], alt)
+    if swap is not None:
+        dosage[swap] = 2 - dosage[swap]
+        ref, alt = np.where(swap, alt, ref), np.where(swap, ref, alt)
+    ids = a["sample_id"][s]
+    to_bed(
+        str(prefix) + ".bed",
+        dosage.T,
+        properties={
+            "iid": ids,
+            "fid": ids,
+            "sid": np.asarray([f"v{i}" for i in v]),
+            "chromosome": np.full(len(v), "22"),
+            "bp_position": a["position"][v],
+            "allele_1": alt,  # A1, the counted allele, is the ALT
+            "allele_2": ref,
+        },
+        count_A1=True,
+    )
+
+
+def write_pgen(prefix: Path, a: dict[str, Any]) -> None:
+    """Write ``a`` as a PLINK 2 fileset with pgenlib's ``PgenWriter`` (REF = A2, ALT = A1)."""
+    import pgenlib
+
+    dosage = a["dosage"]
+    V, N = dosage.shape
+    writer = pgenlib.PgenWriter(
+        (str(prefix) + ".pgen").encode(), N, variant_ct=V, nonref_flags=False
+    )
+    try:
+        for row in dosage:
+            g = np.where(np.isnan(row), -9, row).astype(np.int8)
+            writer.append_biallelic(g)
+    finally:
+        writer.close()
+    with open(str(prefix) + ".pvar", "w") as f:
+        f.write("##fileformat=VCFv4.2\n#CHROM\tPOS\tID\tREF\tALT\n")
+        for i in range(V):
+            f.write(f"22\t{a['position'][i]}\tv{i}\t{a['ref'][i]}\t{a['alt'][i]}\n")
+    with open(str(prefix) + ".psam", "w") as f:
+        f.write("#IID\tSEX\n" + "".join(f"{s}\tNA\n" for s in a["sample_id"]))

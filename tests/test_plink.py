@@ -1,0 +1,257 @@
+"""PLINK 1 input, ``fit()`` on genotype stores, and QC that real data survive.
+
+Filesets are written by bed-reader's ``to_bed`` from a stdpopsim cohort (CEU + a YRI minority)
+that bio2zarr's tskit2zarr converted; the same fileset is converted back by bio2zarr's
+``plink2zarr``, so the direct reader and the VCF Zarr route can be compared on one input.
+"""
+
+from __future__ import annotations
+
+import json
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+pytest.importorskip("stdpopsim", reason="needs the genomics extra")
+pytest.importorskip("bio2zarr", reason="needs the genomics extra")
+pytest.importorskip("bed_reader", reason="needs the genomics extra")
+
+from genotype_files import add_qc_cases, fileset_arrays, write_bed, write_pgen  # noqa: E402
+
+import mspca_dask  # noqa: E402
+from mspca_dask import genomics as gx  # noqa: E402
+from mspca_dask import plink  # noqa: E402
+from mspca_dask.errors import InputError, SourceNotFoundError  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def cohort(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    root = tmp_path_factory.mktemp("plink-cohort")
+    sim = gx.simulate_cohort(
+        root / "sim.vcz",
+        metadata=root / "samples.tsv",
+        config=gx.SimulateConfig(
+            populations={"CEU": 100, "YRI": 12}, length=1_500_000, seed=7, variants_chunk_size=700
+        ),
+    )
+    prefix = root / "cohort"
+    truth = add_qc_cases(fileset_arrays(sim["store"]))
+    write_bed(prefix, truth)
+    from bio2zarr import plink as b2p
+
+    b2p.convert(
+        str(prefix), str(root / "converted.vcz"), worker_processes=0, variants_chunk_size=600
+    )
+    return {
+        **sim,
+        "root": root,
+        "prefix": prefix,
+        "converted": str(root / "converted.vcz"),
+        "truth": truth,
+    }
+
+
+def _job(tmp: Path, cohort: dict[str, Any], store: str, name: str) -> gx.JobOutcome:
+    text = textwrap.dedent(
+        f"""
+        [job]
+        name = "{name}"
+        [input]
+        store = "{store}"
+        sample_metadata = "{cohort["metadata"]}"
+        [reference]
+        metadata_column = "population"
+        metadata_values = ["CEU"]
+        [pca]
+        n_components = 4
+        [output]
+        dir = "out/{name}"
+        [report]
+        enabled = false
+        """
+    )
+    path = tmp / f"{name}.toml"
+    path.write_text(text)
+    return gx.run_job(gx.load_config(path))
+
+
+def test_open_plink__reads_the_a1_count_with_missing_as_nan_like_plink2zarr(
+    cohort: dict[str, Any],
+) -> None:
+    direct = plink.open_plink(str(cohort["prefix"]) + ".bed", variants_chunk_size=333)
+    via = gx.open_vcf_zarr(cohort["converted"])
+    t = cohort["truth"]
+    d = direct.dosage.compute()
+    np.testing.assert_array_equal(d, t["dosage"])  # NaN positions included
+    np.testing.assert_array_equal(d, via.dosage.compute())
+    assert direct.dosage.chunks[0][0] == 333
+    np.testing.assert_array_equal(direct.sample_id, via.sample_id)
+    np.testing.assert_array_equal(direct.variant_position, via.variant_position)
+    np.testing.assert_array_equal(direct.variant_contig, via.variant_contig)
+    np.testing.assert_array_equal(direct.variant_allele, via.variant_allele[:, :2])
+    assert direct.variant_allele[:, 1].tolist() == t["alt"].tolist()
+    # The prefix names the same fileset.
+    assert plink.open_plink(cohort["prefix"]).n_variants == direct.n_variants
+
+
+def test_run_job__plink_fileset_and_its_plink2zarr_conversion_agree(
+    cohort: dict[str, Any], tmp_path: Path
+) -> None:
+    a = _job(tmp_path, cohort, str(cohort["prefix"]) + ".bed", "bed")
+    b = _job(tmp_path, cohort, cohort["converted"], "vcz")
+    da_, db = a.dataset, b.dataset
+    assert da_ is not None and db is not None
+    qa, qb = json.loads(da_.attrs["qc_counts"]), json.loads(db.attrs["qc_counts"])
+    assert qa == qb
+    # The four QC cases written into the fileset are each caught once.
+    assert qa["variants_zero_variance"] == 2  # all-het, one call
+    assert qa["variants_non_acgt"] == 1 and qa["variants_duplicate_position"] == 2
+    np.testing.assert_allclose(da_["eigenvalue"].values, db["eigenvalue"].values, rtol=1e-9)
+    assert da_["verdict"].values.tolist() == db["verdict"].values.tolist()
+    np.testing.assert_allclose(
+        np.abs(da_["sample_score"].values), np.abs(db["sample_score"].values), atol=1e-8
+    )
+    assert da_.attrs["input_variable"] == "bed"
+    # The YRI minority is flagged through the fileset.
+    yri = np.asarray(cohort["populations"]) == "YRI"
+    s = da_["sample_score"].values
+    sep = [abs(s[yri, k].mean() - s[~yri, k].mean()) / s[~yri, k].std() for k in range(4)]
+    assert da_["verdict"].values[int(np.argmax(sep))] == "mean shift"
+
+
+def test_open_plink__refuses_a_truncated_bed_with_the_sizes(
+    cohort: dict[str, Any], tmp_path: Path
+) -> None:
+    for ext in (".bim", ".fam"):
+        (tmp_path / f"c{ext}").write_bytes(Path(str(cohort["prefix"]) + ext).read_bytes())
+    data = Path(str(cohort["prefix"]) + ".bed").read_bytes()
+    (tmp_path / "c.bed").write_bytes(data[:-5])
+    with pytest.raises(InputError, match="truncated or its files do not belong together"):
+        plink.open_plink(tmp_path / "c.bed")
+    (tmp_path / "c.fam").unlink()
+    with pytest.raises(SourceNotFoundError, match=r"lacks c\.fam"):
+        plink.open_plink(tmp_path / "c")
+
+
+def test_fit__vcf_zarr_store_with_reference_samples_flags_the_minority(
+    cohort: dict[str, Any],
+) -> None:
+    pops = np.asarray(cohort["populations"])
+    res = mspca_dask.fit(
+        cohort["store"], n_components=4, reference_samples=pops == "CEU", random_state=0
+    )
+    assert res.n_samples == pops.size  # samples are the observations
+    yri = pops == "YRI"
+    s = res.scores
+    sep = [abs(s[yri, k].mean() - s[~yri, k].mean()) / s[~yri, k].std() for k in range(4)]
+    k = int(np.argmax(sep))
+    assert sep[k] > 5 and not res.stable[k]
+    # The same fit from the PLINK fileset, with the reference given as sample ids.
+    ceu_ids = [s for s, p in zip(cohort["truth"]["sample_id"], pops, strict=True) if p == "CEU"]
+    res_bed = mspca_dask.fit(
+        str(cohort["prefix"]), n_components=4, reference_samples=ceu_ids, random_state=0
+    )
+    assert not res_bed.stable[k] and res_bed.n_samples == pops.size
+
+
+def test_fit__genotype_store_without_reference_uses_the_default_location(
+    cohort: dict[str, Any], tmp_path: Path
+) -> None:
+    res = mspca_dask.fit(cohort["converted"], n_components=3, random_state=0)
+    assert res.params["location"] == "auto" and res.n_samples == len(cohort["populations"])
+    # The job's QC ran: the fileset's all-het and one-call variants were dropped, and the
+    # counts travel with the result.
+    qc = res.params["genotype_qc"]
+    assert qc["variants_zero_variance"] == 2 and qc["variants_duplicate_position"] == 2
+    assert res.n_features == qc["variants_analysed"]
+    res.to_zarr(tmp_path / "r.zarr")
+    assert mspca_dask.open_result(tmp_path / "r.zarr").params["genotype_qc"] == qc
+
+
+def test_fit__reference_samples_on_a_plain_array_is_refused() -> None:
+    with pytest.raises(mspca_dask.ParameterError, match="reference_samples applies to genotype"):
+        mspca_dask.fit(np.ones((10, 4)), n_components=2, reference_samples=[True] * 10)
+
+
+def test_site_filters__multiallelic_non_acgt_and_duplicate_sites_are_counted_once(
+    cohort: dict[str, Any],
+) -> None:
+    vz = gx.open_vcf_zarr(cohort["store"])  # tskit2zarr: up to 3 alleles per site
+    assert vz.variant_allele is not None
+    flags = gx.site_filters(vz)
+    expected = (vz.variant_allele[:, 2:] != "").any(axis=1)
+    assert expected.sum() > 0
+    np.testing.assert_array_equal(flags["variants_multiallelic"], expected)
+    # Hand-made metadata: symbolic and 'N' alleles, a PLINK '0' ALT (monomorphic, not
+    # non-ACGT), a duplicated position, and position 0 (PLINK's "unknown") twice.
+    small = gx.VcfZarr(
+        dosage=vz.dosage[:6],
+        sample_id=vz.sample_id,
+        variant_position=np.array([10, 20, 30, 30, 0, 0]),
+        variant_contig=np.array(["1"] * 6, dtype=object),
+        ploidy=2,
+        variable="call_genotype",
+        group=None,
+        attrs={},
+        where="test",
+        variant_allele=np.array(
+            [["A", "<DEL>"], ["N", "C"], ["G", "0"], ["A", "C"], ["A", "C"], ["G", "T"]],
+            dtype=object,
+        ),
+    )
+    f = gx.site_filters(small)
+    assert f["variants_non_acgt"].tolist() == [True, True, False, False, False, False]
+    assert f["variants_duplicate_position"].tolist() == [False, False, True, True, False, False]
+
+
+def test_main__a_fileset_with_an_all_het_variant_exits_0_not_2(
+    cohort: dict[str, Any], tmp_path: Path
+) -> None:
+    # The 1000 Genomes case: an all-het variant (MAF 0.5, zero variance) made the job exit 2.
+    _job_config = tmp_path / "het.toml"
+    _job_config.write_text(
+        textwrap.dedent(
+            f"""
+            [input]
+            store = "{cohort["prefix"]}"
+            [pca]
+            n_components = 3
+            [output]
+            dir = "out"
+            [report]
+            enabled = false
+            """
+        )
+    )
+    assert gx.main(["run", str(_job_config), "-q"]) == gx.EXIT_OK
+    # The fileset is fingerprinted like a store: the result is up to date until it changes.
+    assert gx.main(["check", str(_job_config), "-q"]) == gx.EXIT_OK
+    fam = Path(str(cohort["prefix"]) + ".fam")
+    fp = gx.input_fingerprint(str(cohort["prefix"]) + ".bed")
+    assert fp == gx.input_fingerprint(str(cohort["prefix"]))
+    copy = tmp_path / "copy"
+    for ext in (".bed", ".bim"):
+        Path(str(copy) + ext).write_bytes(Path(str(cohort["prefix"]) + ext).read_bytes())
+    Path(str(copy) + ".fam").write_text(fam.read_text().replace("CEU_0001", "CEU_9999", 1))
+    assert gx.input_fingerprint(str(copy)) != fp
+    ds = gx.open_genomics_result(tmp_path / "out")
+    assert json.loads(ds.attrs["qc_counts"])["variants_zero_variance"] == 2
+
+
+def test_open_plink__a_pgen_fileset_reads_as_its_bed_twin(
+    cohort: dict[str, Any], tmp_path: Path
+) -> None:
+    pytest.importorskip("pgenlib", reason="PLINK 2 input needs pgenlib")
+    write_pgen(tmp_path / "twin", cohort["truth"])
+    pg = plink.open_plink(tmp_path / "twin.pgen", variants_chunk_size=500)
+    bed = plink.open_plink(cohort["prefix"])
+    np.testing.assert_array_equal(pg.dosage.compute(), bed.dosage.compute())
+    np.testing.assert_array_equal(pg.sample_id, bed.sample_id)
+    np.testing.assert_array_equal(pg.variant_allele, bed.variant_allele)
+    np.testing.assert_array_equal(pg.variant_position, bed.variant_position)
+    res = mspca_dask.fit(str(tmp_path / "twin"), n_components=3, random_state=0)
+    ref = mspca_dask.fit(str(cohort["prefix"]) + ".bed", n_components=3, random_state=0)
+    np.testing.assert_allclose(res.eigenvalues, ref.eigenvalues, rtol=1e-9)
