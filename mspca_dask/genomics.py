@@ -72,7 +72,7 @@ from typing import TYPE_CHECKING, Any
 import dask.array as da
 import numpy as np
 
-from . import preprocess
+from . import _compact, preprocess
 from ._execution import Executor
 from .errors import (
     USAGE_ERRORS,
@@ -230,6 +230,7 @@ class JobConfig:
     seed: int = 0
     scheduler: str = "threads"
     workers: int = 2
+    memory_budget: int = _compact.DEFAULT_MEMORY_BUDGET
     overwrite: bool = False
     fingerprint: str = "listing"
     report: bool = True
@@ -256,6 +257,7 @@ class JobConfig:
         d = dataclasses.asdict(self)
         for k in ("overwrite", "scheduler", "workers", "config_path", "output_dir", "name"):
             d.pop(k)
+        d.pop("memory_budget")  # where the compact matrix lives, not what it holds
         return json.loads(json.dumps(d, default=str))
 
     # ------------------------------------------------------------------ parsing
@@ -299,7 +301,7 @@ class JobConfig:
             },
             "qc": {"min_maf", "max_variant_missing", "min_sample_call_rate"},
             "pca": {"n_components", "n_knockoffs", "solver", "seed"},
-            "compute": {"scheduler", "workers"},
+            "compute": {"scheduler", "workers", "memory_budget"},
             "output": {"dir", "overwrite", "fingerprint"},
             "report": {"enabled", "compare_all_sample_centring", "color_by"},
             "simulate": {f.name for f in dataclasses.fields(SimulateConfig)},
@@ -435,6 +437,10 @@ class JobConfig:
             seed=_int(pca.get("seed", 0), "[pca] seed", 0),
             scheduler=_scheduler(comp.get("scheduler", "threads")),
             workers=_int(comp.get("workers", 2), "[compute] workers", 1),
+            memory_budget=_bytes(
+                comp.get("memory_budget", _compact.DEFAULT_MEMORY_BUDGET),
+                "[compute] memory_budget",
+            ),
             overwrite=_bool(out.get("overwrite", False), "[output] overwrite"),
             fingerprint=_choice(
                 out.get("fingerprint", "listing"), "[output] fingerprint", ("listing", "content")
@@ -489,6 +495,30 @@ def _bool(v: Any, where: str) -> bool:
     if not isinstance(v, bool):
         raise ConfigError(f"{where} must be true or false (got {v!r})")
     return v
+
+
+_UNITS = {"": 1, "b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12}
+_UNITS.update({"kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40})
+
+
+def _bytes(v: Any, where: str) -> int:
+    """A size in bytes: an integer, or a string such as ``"512 MiB"`` or ``"2GB"``."""
+    if isinstance(v, int) and not isinstance(v, bool) and v >= 0:
+        return v
+    if isinstance(v, str):
+        text = v.strip().lower().replace(" ", "")
+        digits = text.rstrip("kmgtib")
+        unit = text[len(digits) :]
+        try:
+            value = float(digits)
+        except ValueError:
+            value = -1.0
+        if unit in _UNITS and value >= 0:
+            return int(value * _UNITS[unit])
+    raise ConfigError(
+        f"{where} must be a size in bytes, an integer or a string like '2GiB' or '500MB' "
+        f"(got {v!r})"
+    )
 
 
 def _fraction(v: Any, where: str, upper: float = 1.0) -> float:
@@ -691,6 +721,10 @@ class VcfZarr:
         The opened store (to read further sample variables).
     attrs : dict
         Root attributes (``source``, ``vcf_zarr_version``, ...).
+    calls : (n_variants, n_samples) dask array of int8, or None
+        The same dosages as int8 hard calls, ``-1`` missing, when the variable holds calls
+        (``call_genotype``): the statistics and compaction passes read these (a quarter of
+        the bytes of ``dosage``, and a table lookup instead of float arithmetic).
     """
 
     dosage: da.Array
@@ -702,6 +736,7 @@ class VcfZarr:
     group: Any
     attrs: dict[str, Any]
     where: str
+    calls: da.Array | None = None
 
     @property
     def n_samples(self) -> int:
@@ -790,10 +825,12 @@ def open_vcf_zarr(
     arr = need(var)
     where = f"VCF Zarr {store} variable {var!r}"
     reader = _ZarrChunkReader(arr, f"VCF Zarr {store}", var)
+    calls: da.Array | None = None
     lazy = da.from_array(reader, chunks=arr.chunks, lock=False, fancy=False)
     if lazy.ndim == 3:
         try:
             dosage = preprocess.dosage_from_genotypes(lazy)
+            calls = _compact.calls_from_genotypes(lazy)
         except (DTypeError, InputError) as exc:
             raise InputError(f"{where}: {exc}") from exc
         ploidy_ = int(lazy.shape[2])
@@ -824,6 +861,7 @@ def open_vcf_zarr(
     attrs = dict(group.attrs.asdict()) if hasattr(group.attrs, "asdict") else dict(group.attrs)
     return VcfZarr(
         dosage=dosage,
+        calls=calls,
         sample_id=sample_id,
         variant_position=position,
         variant_contig=np.asarray(contig, dtype=object),
@@ -959,12 +997,23 @@ class QCResult:
     counts: dict[str, int]
 
 
+def _statistics(
+    vz: VcfZarr, samples: np.ndarray | None, reference: np.ndarray | None
+) -> dict[str, da.Array]:
+    """The statistics pass's products, from the int8 calls when the store has them."""
+    if vz.calls is not None:
+        calls = vz.calls if samples is None else vz.calls[:, samples]
+        return _compact.call_statistics(calls, reference)
+    dosage = vz.dosage if samples is None else vz.dosage[:, samples]
+    return preprocess.genotype_statistics(dosage, reference)
+
+
 def run_qc(
     cfg: JobConfig, vz: VcfZarr, reference: np.ndarray | None, executor: Executor
 ) -> QCResult:
     """One statistics pass (two if samples fail the call-rate filter), then the filters."""
     N, V = vz.n_samples, vz.n_variants
-    out = executor.run("genomics-statistics", preprocess.genotype_statistics(vz.dosage, reference))
+    out = executor.run("genomics-statistics", _statistics(vz, None, reference))
     stats = preprocess.GenotypeStats.from_pass(out, N, vz.ploidy)
     call_rate = stats.sample_call_rate(V)
     keep_s = call_rate >= cfg.min_sample_call_rate
@@ -984,10 +1033,7 @@ def run_qc(
                 f"{cfg.min_sample_call_rate}; lower [qc] min_sample_call_rate"
             )
         sub_ref = None if ref is None else ref[keep_s]
-        out = executor.run(
-            "genomics-statistics-2",
-            preprocess.genotype_statistics(vz.dosage[:, keep_s], sub_ref),
-        )
+        out = executor.run("genomics-statistics-2", _statistics(vz, keep_s, sub_ref))
         stats = preprocess.GenotypeStats.from_pass(out, int(keep_s.sum()), vz.ploidy)
         n_passes = 2
     if ref is not None:
@@ -1042,6 +1088,7 @@ class Analysis:
     scale: np.ndarray  # (V_kept,)
     comparison: dict[str, Any] | None
     n_imputed_calls: int
+    n_raw_passes: int = 0  # reads of the raw store after QC (the compaction pass)
 
 
 def _fit_k(X: da.Array, cfg: JobConfig, location: Any, scheduler: Any) -> MSPCAResult:
@@ -1096,11 +1143,46 @@ def _first_k(res: MSPCAResult, K: int) -> MSPCAResult:
 
 
 def analyse(cfg: JobConfig, vz: VcfZarr, qc: QCResult, scheduler: Any) -> Analysis:
-    """Standardise (lazily) with the reference frequencies and run MS-PCA."""
+    """Standardise (lazily) with the reference frequencies and run MS-PCA.
+
+    With hard calls (``vz.calls``), one pass copies the kept variants and samples into a
+    compact int8 matrix (in memory within ``[compute] memory_budget``, else a temporary Zarr
+    store next to the output, removed afterwards) and every pass of the fit reads that,
+    standardising each chunk in float32 inside the task (:mod:`mspca_dask._compact`).
+    """
+    if vz.calls is None:
+        return _analyse(cfg, vz, qc, scheduler, None)
+    n_kept = int(qc.sample_keep.sum())
+    has_missing = bool((qc.stats.n_called[qc.variant_keep] < n_kept).any())
+    with _compact.compact_calls(
+        vz.calls,
+        qc.variant_keep,
+        qc.sample_keep,
+        Executor(scheduler=scheduler),
+        has_missing=has_missing,
+        memory_budget=cfg.memory_budget,
+        spill_dir=cfg.output_dir.parent,
+        workers=cfg.workers,
+    ) as compact:
+        return dataclasses.replace(_analyse(cfg, vz, qc, scheduler, compact), n_raw_passes=1)
+
+
+def _analyse(
+    cfg: JobConfig,
+    vz: VcfZarr,
+    qc: QCResult,
+    scheduler: Any,
+    compact: _compact.CompactCalls | None,
+) -> Analysis:
     P = vz.ploidy
     stats = qc.stats
     kv = qc.variant_keep
-    dosage = vz.dosage[kv][:, qc.sample_keep]
+
+    def standardize(centre: np.ndarray, scale: np.ndarray) -> da.Array:
+        if compact is not None:
+            return _compact.standardized(compact, centre, scale)
+        return preprocess.standardize(vz.dosage[kv][:, qc.sample_keep], centre, scale)
+
     p_all = stats.allele_frequency[kv]
     if qc.reference is None:
         centre_p = p_all
@@ -1111,7 +1193,7 @@ def analyse(cfg: JobConfig, vz: VcfZarr, qc: QCResult, scheduler: Any) -> Analys
         centre_p = p_ref
         scale = preprocess.patterson_scale(p_ref if cfg.scale == "reference" else p_all, ploidy=P)
         location = None  # already centred on the reference in the chunk function
-    X = preprocess.standardize(dosage, P * centre_p, scale)
+    X = standardize(P * centre_p, scale)
     logger.info(
         "MS-PCA: n = %d samples (observations) x d = %d variants (features), K = %d, "
         "reference = %s",
@@ -1126,7 +1208,7 @@ def analyse(cfg: JobConfig, vz: VcfZarr, qc: QCResult, scheduler: Any) -> Analys
         centre_p = centre_p + np.asarray(res.location) * scale / P
     comparison = None
     if cfg.compare_all_sample_centring:
-        X_all = preprocess.standardize(dosage, P * p_all, scale)
+        X_all = standardize(P * p_all, scale)
         cres = _fit_k(X_all, cfg, None, scheduler)
         comparison = {
             "description": "the same data centred by the all-sample allele frequencies",
@@ -2199,6 +2281,7 @@ def _compute(
     res = an.result
     n_passes = (
         qc.n_passes
+        + an.n_raw_passes
         + res.n_passes
         + (an.comparison["result"].n_passes if an.comparison is not None else 0)
     )
