@@ -1335,7 +1335,7 @@ GENOMICS_ATTRS: dict[str, tuple[str, bool, str]] = {
     "n_samples_analysed": ("int", True, "n: samples analysed (the observations)."),
     "n_variants_analysed": ("int", True, "d: variants analysed (the features)."),
     "n_imputed_calls": ("int", True, "Missing calls imputed with the reference frequency."),
-    "n_passes": ("int", True, "Passes over the genotypes (statistics + fit)."),
+    "n_passes": ("int", True, "Passes over the genotypes (statistics, compaction, fit)."),
     "axes": ("str", True, "Which axis is n and which is d."),
     "centring_note": ("str", True, "Why the frequencies come from a reference set."),
     "centring_comparison": ("str", False, "The fit with all-sample centring, JSON (report)."),
