@@ -42,8 +42,13 @@ from .errors import DTypeError, ParameterError, ShapeError
 __all__ = [
     "DEFAULT_MEMORY_BUDGET",
     "CompactCalls",
+    "Candidates",
+    "CandidateFilter",
     "calls_from_genotypes",
     "call_statistics",
+    "compact_from_parts",
+    "statistics_and_candidates",
+    "workspace",
     "compact_calls",
     "standardized",
 ]
@@ -223,6 +228,137 @@ def call_statistics(calls: da.Array, reference: np.ndarray | None = None) -> dic
 
 
 # --------------------------------------------------------------------------------------
+# One raw pass: statistics, and the candidate rows written as they are read
+# --------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CandidateFilter:
+    """The per-variant QC filters, applied inside the statistics pass to pick candidate rows.
+
+    A variant is a candidate when it is polymorphic, its minor allele frequency is at least
+    ``min_maf`` and at most ``max_missing`` of the samples miss it, over *all* samples: the
+    filters of :func:`mspca_dask.genomics.run_qc` with the same float64 arithmetic as
+    :class:`mspca_dask.preprocess.GenotypeStats`.  When no sample fails the call-rate filter
+    the variants that pass QC are these candidates, or fewer of them (the reference-set
+    missingness filter only removes); otherwise the job reads the raw store again.
+    """
+
+    min_maf: float
+    max_missing: float
+    ploidy: int
+    n_samples: int
+
+    def keep(self, alt_sum: np.ndarray, n_called: np.ndarray) -> np.ndarray:
+        """(v,) bool: the candidates among variants with these sums and call counts."""
+        with np.errstate(invalid="ignore", divide="ignore"):
+            p = np.asarray(alt_sum, dtype=float) / (self.ploidy * np.asarray(n_called))
+        p = np.nan_to_num(p, nan=0.0)
+        maf = np.minimum(p, 1.0 - p)
+        missing = 1.0 - np.asarray(n_called) / max(self.n_samples, 1)
+        return (maf > 0) & (maf >= self.min_maf) & (missing <= self.max_missing)
+
+
+def _part_path(root: str, index: int) -> str:
+    return f"{root}/part-{index:07d}"
+
+
+def _stats_candidates_block(
+    calls: np.ndarray,
+    ref: np.ndarray | None,
+    filt: CandidateFilter,
+    root: str,
+    block_info: Any = None,
+) -> np.ndarray:
+    """Chunk function: ``(v, k)`` statistics and candidate flag; writes the candidate rows.
+
+    Columns ``alt_sum, n_called, candidate [, ref_alt_sum, ref_n_called]``.  The candidate
+    rows go to ``root/part-<chunk index>`` (int8, one array per raw chunk): rewriting the
+    same part on a retry writes the same bytes.
+    """
+    import zarr
+
+    stats = _variant_stats_block(calls, ref)[:, 0, :]
+    cand = filt.keep(stats[:, 0], stats[:, 1])
+    index = int(block_info[0]["chunk-location"][0])
+    rows = calls[cand]
+    zarr.create_array(
+        _part_path(root, index),
+        data=np.ascontiguousarray(rows),
+        chunks=(max(1, rows.shape[0]), max(1, rows.shape[1])),
+        overwrite=True,
+    )
+    out = np.empty((calls.shape[0], stats.shape[1] + 1), dtype=np.float64)
+    out[:, :2] = stats[:, :2]
+    out[:, 2] = cand
+    out[:, 3:] = stats[:, 2:]
+    return out
+
+
+def statistics_and_candidates(
+    calls: da.Array,
+    reference: np.ndarray | None,
+    filt: CandidateFilter,
+    root: str | Path,
+) -> dict[str, da.Array]:
+    """:func:`call_statistics` plus ``candidate`` (variants,) bool, in the same one read.
+
+    Every raw chunk (merged to span all samples) writes its candidate rows, int8 calls, to
+    ``root/part-<i>`` as a side effect of the pass, so that the compact matrix needs no
+    second read of the raw store (:func:`compact_from_parts`).
+    """
+    ns = int(calls.shape[1])
+    if calls.numblocks[1] > 1:
+        calls = calls.rechunk({1: -1})  # streaming: each row of chunks merges on its own
+    ref = None
+    if reference is not None:
+        ref = np.asarray(reference, dtype=bool)
+        if ref.shape != (ns,):
+            raise ShapeError(
+                f"reference must be a boolean vector over the {ns} samples (got shape {ref.shape})"
+            )
+    k = 3 if ref is None else 5
+    per_variant = da.map_blocks(
+        _stats_candidates_block,
+        calls,
+        ref=ref,
+        filt=filt,
+        root=str(root),
+        chunks=(calls.chunks[0], (k,)),
+        dtype=np.float64,
+        meta=np.empty((0, 0)),
+    )
+    per_sample = da.blockwise(
+        _sample_stats_block,
+        "ij",
+        calls,
+        "ij",
+        adjust_chunks={"i": 1},
+        dtype=np.int64,
+        meta=np.empty((0, 0), dtype=np.int64),
+    ).sum(axis=0)
+    out = {
+        "alt_sum": per_variant[:, 0],
+        "n_called": per_variant[:, 1].astype(np.int64),
+        "candidate": per_variant[:, 2].astype(bool),
+        "sample_n_called": per_sample,
+    }
+    if ref is not None:
+        out["ref_alt_sum"] = per_variant[:, 3]
+        out["ref_n_called"] = per_variant[:, 4].astype(np.int64)
+    return out
+
+
+@dataclass(frozen=True)
+class Candidates:
+    """Where the statistics pass wrote its candidate rows, and which variants they are."""
+
+    root: Path
+    mask: np.ndarray  # (n_variants,) bool
+    chunks: tuple[int, ...]  # raw variant chunks (one part each)
+
+
+# --------------------------------------------------------------------------------------
 # The compact matrix
 # --------------------------------------------------------------------------------------
 
@@ -360,6 +496,80 @@ def compact_calls(
         yield CompactCalls(stored, "zarr", path, has_missing, nbytes)
     finally:
         shutil.rmtree(path, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def workspace(parent: str | Path) -> Iterator[Path]:
+    """A hidden temporary directory in ``parent`` (next to the job's output), removed on exit.
+
+    Removed whether or not the block fails; ``parent`` must be writable.  Never inside the
+    input store: the job passes its output's parent directory.
+    """
+    path = Path(parent) / f"{TEMP_PREFIX}{uuid.uuid4().hex}"
+    path.mkdir(parents=True)
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def compact_from_parts(
+    cand: Candidates,
+    variant_keep: np.ndarray,
+    executor: Any,
+    *,
+    has_missing: bool,
+    memory_budget: int = DEFAULT_MEMORY_BUDGET,
+    workers: int = 2,
+) -> CompactCalls | None:
+    """The compact matrix from the candidate rows the statistics pass wrote (no raw read).
+
+    Returns None when a kept variant is not a candidate (then the raw store must be read
+    again: :func:`compact_calls`).  In memory (read once from the parts) when the kept rows
+    fit ``memory_budget`` bytes; else the fit's passes read the parts where they are.
+    """
+    keep = np.asarray(variant_keep, dtype=bool)
+    if (keep & ~cand.mask).any():
+        return None
+    offsets = np.concatenate([[0], np.cumsum(cand.chunks)])
+    pieces = []
+    for i in range(len(cand.chunks)):
+        m = cand.mask[offsets[i] : offsets[i + 1]]
+        k = keep[offsets[i] : offsets[i + 1]][m]  # kept among this part's candidates
+        if not k.any():
+            continue
+        part = da.from_zarr(_part_path(str(cand.root), i))
+        pieces.append(part if k.all() else part[np.flatnonzero(k)])
+    if not pieces:
+        raise ParameterError("no variant is kept: nothing to compact")
+    stacked = da.concatenate(pieces, axis=0)
+    n_rows, n_cols = (int(x) for x in stacked.shape)
+    rows = _row_chunk(n_rows, n_cols, workers)
+    nbytes = n_rows * n_cols
+    if nbytes <= memory_budget:
+        out = executor.run("genomics-compact-load", {"calls": stacked})["calls"]
+        arr = np.ascontiguousarray(out, dtype=np.int8)
+        logger.info(
+            "compact matrix: %d variants x %d samples int8 in memory (%.0f MiB, budget %.0f MiB)",
+            n_rows,
+            n_cols,
+            nbytes / 2**20,
+            memory_budget / 2**20,
+        )
+        return CompactCalls(
+            da.from_array(arr, chunks=(rows, n_cols)), "memory", None, has_missing, nbytes
+        )
+    logger.info(
+        "compact matrix: %d variants x %d samples int8 left in the temporary store %s "
+        "(%.0f MiB over the memory budget of %.0f MiB)",
+        n_rows,
+        n_cols,
+        cand.root,
+        nbytes / 2**20,
+        memory_budget / 2**20,
+    )
+    # the in-memory matrix's chunks: the same sums in the same order, bit for bit
+    return CompactCalls(stacked.rechunk((rows, n_cols)), "zarr", cand.root, has_missing, nbytes)
 
 
 # --------------------------------------------------------------------------------------

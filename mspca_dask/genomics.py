@@ -995,12 +995,22 @@ class QCResult:
     reference: np.ndarray | None  # (N,) bool, after QC
     n_passes: int
     counts: dict[str, int]
+    candidates: _compact.Candidates | None = None  # rows written by the statistics pass
 
 
 def _statistics(
-    vz: VcfZarr, samples: np.ndarray | None, reference: np.ndarray | None
+    vz: VcfZarr,
+    samples: np.ndarray | None,
+    reference: np.ndarray | None,
+    candidates: tuple[_compact.CandidateFilter, Path] | None = None,
 ) -> dict[str, da.Array]:
-    """The statistics pass's products, from the int8 calls when the store has them."""
+    """The statistics pass's products, from the int8 calls when the store has them.
+
+    With ``candidates`` (a filter and a directory), the pass also writes the rows of the
+    variants that pass the per-variant filters there (see :mod:`mspca_dask._compact`).
+    """
+    if vz.calls is not None and candidates is not None and samples is None:
+        return _compact.statistics_and_candidates(vz.calls, reference, *candidates)
     if vz.calls is not None:
         calls = vz.calls if samples is None else vz.calls[:, samples]
         return _compact.call_statistics(calls, reference)
@@ -1009,11 +1019,30 @@ def _statistics(
 
 
 def run_qc(
-    cfg: JobConfig, vz: VcfZarr, reference: np.ndarray | None, executor: Executor
+    cfg: JobConfig,
+    vz: VcfZarr,
+    reference: np.ndarray | None,
+    executor: Executor,
+    workspace: Path | None = None,
 ) -> QCResult:
-    """One statistics pass (two if samples fail the call-rate filter), then the filters."""
+    """One statistics pass (two if samples fail the call-rate filter), then the filters.
+
+    With a ``workspace`` directory and hard calls, the first pass also writes the candidate
+    rows of the compact matrix there (``QCResult.candidates``), so that the fit needs no
+    further read of the raw store.
+    """
     N, V = vz.n_samples, vz.n_variants
-    out = executor.run("genomics-statistics", _statistics(vz, None, reference))
+    filt = None
+    if workspace is not None and vz.calls is not None:
+        filt = _compact.CandidateFilter(cfg.min_maf, cfg.max_variant_missing, vz.ploidy, N)
+    out = executor.run(
+        "genomics-statistics",
+        _statistics(vz, None, reference, None if filt is None else (filt, workspace)),
+    )
+    candidates = None
+    if filt is not None and workspace is not None:
+        chunks = tuple(int(c) for c in vz.calls.chunks[0])  # type: ignore[union-attr]
+        candidates = _compact.Candidates(workspace, np.asarray(out["candidate"]), chunks)
     stats = preprocess.GenotypeStats.from_pass(out, N, vz.ploidy)
     call_rate = stats.sample_call_rate(V)
     keep_s = call_rate >= cfg.min_sample_call_rate
@@ -1036,6 +1065,7 @@ def run_qc(
         out = executor.run("genomics-statistics-2", _statistics(vz, keep_s, sub_ref))
         stats = preprocess.GenotypeStats.from_pass(out, int(keep_s.sum()), vz.ploidy)
         n_passes = 2
+        candidates = None  # chosen over all samples: not valid for the samples kept
     if ref is not None:
         ref = ref & keep_s
         if ref.sum() < 2:
@@ -1071,7 +1101,7 @@ def run_qc(
             f"{counts['variants_monomorphic']}, MAF < {cfg.min_maf}: {counts['variants_low_maf']}, "
             f"missing > {cfg.max_variant_missing}: {counts['variants_high_missing']}); relax [qc]"
         )
-    return QCResult(stats, call_rate, keep_s, keep_v, ref, n_passes, counts)
+    return QCResult(stats, call_rate, keep_s, keep_v, ref, n_passes, counts, candidates)
 
 
 # --------------------------------------------------------------------------------------
@@ -1142,26 +1172,41 @@ def _first_k(res: MSPCAResult, K: int) -> MSPCAResult:
     )
 
 
-def analyse(cfg: JobConfig, vz: VcfZarr, qc: QCResult, scheduler: Any) -> Analysis:
+def analyse(
+    cfg: JobConfig, vz: VcfZarr, qc: QCResult, scheduler: Any, workspace: Path | None = None
+) -> Analysis:
     """Standardise (lazily) with the reference frequencies and run MS-PCA.
 
-    With hard calls (``vz.calls``), one pass copies the kept variants and samples into a
-    compact int8 matrix (in memory within ``[compute] memory_budget``, else a temporary Zarr
-    store next to the output, removed afterwards) and every pass of the fit reads that,
-    standardising each chunk in float32 inside the task (:mod:`mspca_dask._compact`).
+    With hard calls (``vz.calls``), the fit reads a compact int8 matrix of the kept variants
+    and samples (in memory within ``[compute] memory_budget``, else a temporary Zarr store in
+    ``workspace``, next to the output), standardising each chunk in float32 inside the task
+    (:mod:`mspca_dask._compact`).  Its rows come from the candidates the statistics pass
+    wrote (no further raw read) or, when samples were dropped, from one more raw pass.
     """
     if vz.calls is None:
         return _analyse(cfg, vz, qc, scheduler, None)
     n_kept = int(qc.sample_keep.sum())
     has_missing = bool((qc.stats.n_called[qc.variant_keep] < n_kept).any())
+    executor = Executor(scheduler=scheduler)
+    if qc.candidates is not None and qc.sample_keep.all():
+        compact = _compact.compact_from_parts(
+            qc.candidates,
+            qc.variant_keep,
+            executor,
+            has_missing=has_missing,
+            memory_budget=cfg.memory_budget,
+            workers=cfg.workers,
+        )
+        if compact is not None:
+            return _analyse(cfg, vz, qc, scheduler, compact)
     with _compact.compact_calls(
         vz.calls,
         qc.variant_keep,
         qc.sample_keep,
-        Executor(scheduler=scheduler),
+        executor,
         has_missing=has_missing,
         memory_budget=cfg.memory_budget,
-        spill_dir=cfg.output_dir.parent,
+        spill_dir=cfg.output_dir.parent if workspace is None else workspace,
         workers=cfg.workers,
     ) as compact:
         return dataclasses.replace(_analyse(cfg, vz, qc, scheduler, compact), n_raw_passes=1)
@@ -1203,6 +1248,12 @@ def _analyse(
         cfg.reference_mode,
     )
     res = _fit_k(X, cfg, location, scheduler)
+    logger.info(
+        "fit: solver %s, %d passes over the %s",
+        res.params.get("solver"),
+        res.n_passes,
+        "raw store" if compact is None else f"compact matrix ({compact.where})",
+    )
     if qc.reference is None and res.location is not None:
         # The robust location is on the standardised scale: convert it to a frequency.
         centre_p = centre_p + np.asarray(res.location) * scale / P
@@ -2269,14 +2320,14 @@ def _compute(
         ref_desc,
     )
     timings["open"] = time.perf_counter() - t0
-    with _scheduler_for(cfg) as scheduler:
+    with _scheduler_for(cfg) as scheduler, _compact.workspace(cfg.output_dir.parent) as ws:
         executor = Executor(scheduler=scheduler)
         t0 = time.perf_counter()
-        qc = run_qc(cfg, vz, reference, executor)
+        qc = run_qc(cfg, vz, reference, executor, ws)
         timings["statistics"] = time.perf_counter() - t0
         logger.info("QC: %s", json.dumps(qc.counts))
         t0 = time.perf_counter()
-        an = analyse(cfg, vz, qc, scheduler)
+        an = analyse(cfg, vz, qc, scheduler, ws)
         timings["fit"] = time.perf_counter() - t0
     res = an.result
     n_passes = (

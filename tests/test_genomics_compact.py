@@ -115,6 +115,38 @@ def test_compact_calls__removes_the_temporary_store_when_the_fit_fails(tmp_path:
     assert list(tmp_path.iterdir()) == []
 
 
+def test_statistics_and_candidates__writes_the_rows_that_pass_the_filters(tmp_path: Path) -> None:
+    rng = np.random.default_rng(5)
+    gt = _random_genotypes(rng, 60, 25)
+    gt[:5] = 0  # monomorphic
+    calls = _compact.calls_from_genotypes(da.from_array(gt, chunks=(16, 10, 2)))
+    filt = _compact.CandidateFilter(min_maf=0.1, max_missing=0.08, ploidy=2, n_samples=25)
+    ref = rng.random(25) < 0.5
+    out = da.compute(_compact.statistics_and_candidates(calls, ref, filt, tmp_path))[0]
+    want = da.compute(_compact.call_statistics(calls, ref))[0]
+    for key in want:
+        np.testing.assert_array_equal(out[key], want[key], err_msg=key)
+    stats = preprocess.GenotypeStats.from_pass(want, 25)
+    maf, miss = stats.minor_allele_frequency, stats.missing_rate
+    expected = (maf > 0) & (maf >= 0.1) & (miss <= 0.08)
+    np.testing.assert_array_equal(out["candidate"], expected)
+    assert 0 < expected.sum() < 60
+    cand = _compact.Candidates(tmp_path, out["candidate"], calls.chunks[0])
+    keep = expected & (rng.random(60) < 0.7)
+    compact = _compact.compact_from_parts(
+        cand, keep, Executor("sync"), has_missing=True, memory_budget=10**6
+    )
+    assert compact is not None and compact.where == "memory"
+    np.testing.assert_array_equal(compact.calls.compute(), calls.compute()[keep])
+    spilled = _compact.compact_from_parts(
+        cand, keep, Executor("sync"), has_missing=True, memory_budget=0
+    )
+    assert spilled is not None and spilled.where == "zarr"
+    np.testing.assert_array_equal(spilled.calls.compute(), calls.compute()[keep])
+    # a kept variant that is not a candidate: the raw store must be read again
+    assert _compact.compact_from_parts(cand, ~expected, Executor("sync"), has_missing=True) is None
+
+
 def test_compact_calls__raises_over_the_budget_without_a_directory() -> None:
     gt = np.zeros((10, 4, 2), dtype=np.int8)
     with pytest.raises(ParameterError, match="over the memory budget"):
@@ -164,7 +196,7 @@ def _job(tmp_path: Path, cohort: dict[str, Any], name: str, compute: str = "") -
     return gx.load_config(path)
 
 
-def test_run_job__reads_each_raw_chunk_twice_and_fits_on_the_compact_matrix(
+def test_run_job__reads_each_raw_chunk_once_and_fits_on_the_compact_matrix(
     tmp_path: Path, cohort: dict[str, Any], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     reads: Counter[tuple[str | None, str]] = Counter()
@@ -180,12 +212,11 @@ def test_run_job__reads_each_raw_chunk_twice_and_fits_on_the_compact_matrix(
     out = gx.run_job(_job(tmp_path, cohort, "counted"))
     raw = {k: v for k, v in reads.items() if k[0] == "call_genotype"}
     n_chunks = len(da.from_zarr(cohort["store"], component="call_genotype").chunks[0])
-    # one statistics pass + one compaction pass; the fit's passes never touch the raw store
-    assert len(raw) == n_chunks and set(raw.values()) == {2}
+    # the statistics pass writes the candidate rows; the fit's passes never touch the raw store
+    assert len(raw) == n_chunks and set(raw.values()) == {1}
     assert out.dataset is not None
-    ds = out.dataset
-    fit_passes = int(ds.attrs["n_passes"]) - 2
-    assert fit_passes >= 1
+    assert int(out.dataset.attrs["n_passes"]) >= 2  # statistics + at least one fit pass
+    assert not list((tmp_path / "out").glob(f"{_compact.TEMP_PREFIX}*"))
 
 
 def test_run_job__same_result_in_memory_spilled_and_on_the_old_path(
