@@ -154,6 +154,29 @@ def test_compact_calls__raises_over_the_budget_without_a_directory() -> None:
             pass
 
 
+@pytest.mark.parametrize(("p", "serial"), [(300, True), (1500, False)])
+def test_top_eigh__small_dense_eigensolves_run_on_one_blas_thread(
+    p: int, serial: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import threadpoolctl
+
+    from mspca_dask import _solver
+
+    seen: list[int] = []
+    eigh = _solver.sla.eigh
+
+    def spy(*args: Any, **kw: Any) -> Any:
+        seen.append(max(i["num_threads"] for i in threadpoolctl.threadpool_info()))
+        return eigh(*args, **kw)
+
+    monkeypatch.setattr(_solver.sla, "eigh", spy)
+    A = np.diag(np.arange(p, dtype=float))
+    with threadpoolctl.threadpool_limits(limits=2, user_api="blas"):
+        vals, _ = _solver.top_eigh(A, 3)
+    np.testing.assert_array_equal(vals, [p - 1, p - 2, p - 3])
+    assert seen == ([1] if serial else [2])
+
+
 # ------------------------------------------------------------------------------ the job
 
 pytest.importorskip("stdpopsim", reason="needs the genomics extra")
