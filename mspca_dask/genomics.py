@@ -72,7 +72,7 @@ from typing import TYPE_CHECKING, Any
 import dask.array as da
 import numpy as np
 
-from . import preprocess
+from . import _compact, preprocess
 from ._execution import Executor
 from .errors import (
     USAGE_ERRORS,
@@ -230,6 +230,7 @@ class JobConfig:
     seed: int = 0
     scheduler: str = "threads"
     workers: int = 2
+    memory_budget: int = _compact.DEFAULT_MEMORY_BUDGET
     overwrite: bool = False
     fingerprint: str = "listing"
     report: bool = True
@@ -256,6 +257,7 @@ class JobConfig:
         d = dataclasses.asdict(self)
         for k in ("overwrite", "scheduler", "workers", "config_path", "output_dir", "name"):
             d.pop(k)
+        d.pop("memory_budget")  # where the compact matrix lives, not what it holds
         return json.loads(json.dumps(d, default=str))
 
     # ------------------------------------------------------------------ parsing
@@ -299,7 +301,7 @@ class JobConfig:
             },
             "qc": {"min_maf", "max_variant_missing", "min_sample_call_rate"},
             "pca": {"n_components", "n_knockoffs", "solver", "seed"},
-            "compute": {"scheduler", "workers"},
+            "compute": {"scheduler", "workers", "memory_budget"},
             "output": {"dir", "overwrite", "fingerprint"},
             "report": {"enabled", "compare_all_sample_centring", "color_by"},
             "simulate": {f.name for f in dataclasses.fields(SimulateConfig)},
@@ -435,6 +437,10 @@ class JobConfig:
             seed=_int(pca.get("seed", 0), "[pca] seed", 0),
             scheduler=_scheduler(comp.get("scheduler", "threads")),
             workers=_int(comp.get("workers", 2), "[compute] workers", 1),
+            memory_budget=_bytes(
+                comp.get("memory_budget", _compact.DEFAULT_MEMORY_BUDGET),
+                "[compute] memory_budget",
+            ),
             overwrite=_bool(out.get("overwrite", False), "[output] overwrite"),
             fingerprint=_choice(
                 out.get("fingerprint", "listing"), "[output] fingerprint", ("listing", "content")
@@ -489,6 +495,30 @@ def _bool(v: Any, where: str) -> bool:
     if not isinstance(v, bool):
         raise ConfigError(f"{where} must be true or false (got {v!r})")
     return v
+
+
+_UNITS = {"": 1, "b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12}
+_UNITS.update({"kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40})
+
+
+def _bytes(v: Any, where: str) -> int:
+    """A size in bytes: an integer, or a string such as ``"512 MiB"`` or ``"2GB"``."""
+    if isinstance(v, int) and not isinstance(v, bool) and v >= 0:
+        return v
+    if isinstance(v, str):
+        text = v.strip().lower().replace(" ", "")
+        digits = text.rstrip("kmgtib")
+        unit = text[len(digits) :]
+        try:
+            value = float(digits)
+        except ValueError:
+            value = -1.0
+        if unit in _UNITS and value >= 0:
+            return int(value * _UNITS[unit])
+    raise ConfigError(
+        f"{where} must be a size in bytes, an integer or a string like '2GiB' or '500MB' "
+        f"(got {v!r})"
+    )
 
 
 def _fraction(v: Any, where: str, upper: float = 1.0) -> float:
@@ -698,6 +728,10 @@ class VcfZarr:
     variant_allele : (n_variants, n_alleles) ndarray of str, optional
         REF then ALT alleles (``""`` pads a missing ALT), when the store has them.
     variant_id : (n_variants,) ndarray of str, optional
+    calls : (n_variants, n_samples) dask array of int8, or None
+        The same dosages as int8 hard calls, ``-1`` missing, when the variable holds calls
+        (``call_genotype``): the statistics and compaction passes read these (a quarter of
+        the bytes of ``dosage``, and a table lookup instead of float arithmetic).
     """
 
     dosage: da.Array
@@ -711,6 +745,7 @@ class VcfZarr:
     where: str
     variant_allele: np.ndarray | None = None
     variant_id: np.ndarray | None = None
+    calls: da.Array | None = None
 
     @property
     def n_samples(self) -> int:
@@ -803,10 +838,12 @@ def open_vcf_zarr(
     arr = need(var)
     where = f"VCF Zarr {store} variable {var!r}"
     reader = _ZarrChunkReader(arr, f"VCF Zarr {store}", var)
+    calls: da.Array | None = None
     lazy = da.from_array(reader, chunks=arr.chunks, lock=False, fancy=False)
     if lazy.ndim == 3:
         try:
             dosage = preprocess.dosage_from_genotypes(lazy)
+            calls = _compact.calls_from_genotypes(lazy)
         except (DTypeError, InputError) as exc:
             raise InputError(f"{where}: {exc}") from exc
         ploidy_ = int(lazy.shape[2])
@@ -844,6 +881,7 @@ def open_vcf_zarr(
         ids = _str_objects(id_arr[:])
     return VcfZarr(
         dosage=dosage,
+        calls=calls,
         sample_id=sample_id,
         variant_position=position,
         variant_contig=np.asarray(contig, dtype=object),
@@ -999,14 +1037,54 @@ class QCResult:
     reference: np.ndarray | None  # (N,) bool, after QC
     n_passes: int
     counts: dict[str, int]
+    candidates: _compact.Candidates | None = None  # rows written by the statistics pass
+
+
+def _statistics(
+    vz: VcfZarr,
+    samples: np.ndarray | None,
+    reference: np.ndarray | None,
+    candidates: tuple[_compact.CandidateFilter, Path] | None = None,
+) -> dict[str, da.Array]:
+    """The statistics pass's products, from the int8 calls when the store has them.
+
+    With ``candidates`` (a filter and a directory), the pass also writes the rows of the
+    variants that pass the per-variant filters there (see :mod:`mspca_dask._compact`).
+    """
+    if vz.calls is not None and candidates is not None and samples is None:
+        return _compact.statistics_and_candidates(vz.calls, reference, *candidates)
+    if vz.calls is not None:
+        calls = vz.calls if samples is None else vz.calls[:, samples]
+        return _compact.call_statistics(calls, reference)
+    dosage = vz.dosage if samples is None else vz.dosage[:, samples]
+    return preprocess.genotype_statistics(dosage, reference)
 
 
 def run_qc(
-    cfg: JobConfig, vz: VcfZarr, reference: np.ndarray | None, executor: Executor
+    cfg: JobConfig,
+    vz: VcfZarr,
+    reference: np.ndarray | None,
+    executor: Executor,
+    workspace: Path | None = None,
 ) -> QCResult:
-    """One statistics pass (two if samples fail the call-rate filter), then the filters."""
+    """One statistics pass (two if samples fail the call-rate filter), then the filters.
+
+    With a ``workspace`` directory and hard calls, the first pass also writes the candidate
+    rows of the compact matrix there (``QCResult.candidates``), so that the fit needs no
+    further read of the raw store.
+    """
     N, V = vz.n_samples, vz.n_variants
-    out = executor.run("genomics-statistics", preprocess.genotype_statistics(vz.dosage, reference))
+    filt = None
+    if workspace is not None and vz.calls is not None:
+        filt = _compact.CandidateFilter(cfg.min_maf, cfg.max_variant_missing, vz.ploidy, N)
+    out = executor.run(
+        "genomics-statistics",
+        _statistics(vz, None, reference, None if filt is None else (filt, workspace)),
+    )
+    candidates = None
+    if filt is not None and workspace is not None:
+        chunks = tuple(int(c) for c in vz.calls.chunks[0])  # type: ignore[union-attr]
+        candidates = _compact.Candidates(workspace, np.asarray(out["candidate"]), chunks)
     stats = preprocess.GenotypeStats.from_pass(out, N, vz.ploidy)
     call_rate = stats.sample_call_rate(V)
     keep_s = call_rate >= cfg.min_sample_call_rate
@@ -1026,12 +1104,10 @@ def run_qc(
                 f"{cfg.min_sample_call_rate}; lower [qc] min_sample_call_rate"
             )
         sub_ref = None if ref is None else ref[keep_s]
-        out = executor.run(
-            "genomics-statistics-2",
-            preprocess.genotype_statistics(vz.dosage[:, keep_s], sub_ref),
-        )
+        out = executor.run("genomics-statistics-2", _statistics(vz, keep_s, sub_ref))
         stats = preprocess.GenotypeStats.from_pass(out, int(keep_s.sum()), vz.ploidy)
         n_passes = 2
+        candidates = None  # chosen over all samples: not valid for the samples kept
     if ref is not None:
         ref = ref & keep_s
         if ref.sum() < 2:
@@ -1073,7 +1149,7 @@ def run_qc(
             f"{counts['variants_monomorphic']}, MAF < {cfg.min_maf}: {counts['variants_low_maf']}, "
             f"missing > {cfg.max_variant_missing}: {counts['variants_high_missing']}); relax [qc]"
         )
-    return QCResult(stats, call_rate, keep_s, keep_v, ref, n_passes, counts)
+    return QCResult(stats, call_rate, keep_s, keep_v, ref, n_passes, counts, candidates)
 
 
 _MISSING_ALLELES = frozenset(("", ".", "0", "-"))
@@ -1138,6 +1214,7 @@ class Analysis:
     scale: np.ndarray  # (V_kept,)
     comparison: dict[str, Any] | None
     n_imputed_calls: int
+    n_raw_passes: int = 0  # reads of the raw store after QC (the compaction pass)
 
 
 def _fit_k(X: da.Array, cfg: JobConfig, location: Any, scheduler: Any) -> MSPCAResult:
@@ -1191,12 +1268,62 @@ def _first_k(res: MSPCAResult, K: int) -> MSPCAResult:
     )
 
 
-def analyse(cfg: JobConfig, vz: VcfZarr, qc: QCResult, scheduler: Any) -> Analysis:
-    """Standardise (lazily) with the reference frequencies and run MS-PCA."""
+def analyse(
+    cfg: JobConfig, vz: VcfZarr, qc: QCResult, scheduler: Any, workspace: Path | None = None
+) -> Analysis:
+    """Standardise (lazily) with the reference frequencies and run MS-PCA.
+
+    With hard calls (``vz.calls``), the fit reads a compact int8 matrix of the kept variants
+    and samples (in memory within ``[compute] memory_budget``, else a temporary Zarr store in
+    ``workspace``, next to the output), standardising each chunk in float32 inside the task
+    (:mod:`mspca_dask._compact`).  Its rows come from the candidates the statistics pass
+    wrote (no further raw read) or, when samples were dropped, from one more raw pass.
+    """
+    if vz.calls is None:
+        return _analyse(cfg, vz, qc, scheduler, None)
+    n_kept = int(qc.sample_keep.sum())
+    has_missing = bool((qc.stats.n_called[qc.variant_keep] < n_kept).any())
+    executor = Executor(scheduler=scheduler)
+    if qc.candidates is not None and qc.sample_keep.all():
+        compact = _compact.compact_from_parts(
+            qc.candidates,
+            qc.variant_keep,
+            executor,
+            has_missing=has_missing,
+            memory_budget=cfg.memory_budget,
+            workers=cfg.workers,
+        )
+        if compact is not None:
+            return _analyse(cfg, vz, qc, scheduler, compact)
+    with _compact.compact_calls(
+        vz.calls,
+        qc.variant_keep,
+        qc.sample_keep,
+        executor,
+        has_missing=has_missing,
+        memory_budget=cfg.memory_budget,
+        spill_dir=cfg.output_dir.parent if workspace is None else workspace,
+        workers=cfg.workers,
+    ) as compact:
+        return dataclasses.replace(_analyse(cfg, vz, qc, scheduler, compact), n_raw_passes=1)
+
+
+def _analyse(
+    cfg: JobConfig,
+    vz: VcfZarr,
+    qc: QCResult,
+    scheduler: Any,
+    compact: _compact.CompactCalls | None,
+) -> Analysis:
     P = vz.ploidy
     stats = qc.stats
     kv = qc.variant_keep
-    dosage = vz.dosage[kv][:, qc.sample_keep]
+
+    def standardize(centre: np.ndarray, scale: np.ndarray) -> da.Array:
+        if compact is not None:
+            return _compact.standardized(compact, centre, scale)
+        return preprocess.standardize(vz.dosage[kv][:, qc.sample_keep], centre, scale)
+
     p_all = stats.allele_frequency[kv]
     if qc.reference is None:
         centre_p = p_all
@@ -1207,7 +1334,7 @@ def analyse(cfg: JobConfig, vz: VcfZarr, qc: QCResult, scheduler: Any) -> Analys
         centre_p = p_ref
         scale = preprocess.patterson_scale(p_ref if cfg.scale == "reference" else p_all, ploidy=P)
         location = None  # already centred on the reference in the chunk function
-    X = preprocess.standardize(dosage, P * centre_p, scale)
+    X = standardize(P * centre_p, scale)
     logger.info(
         "MS-PCA: n = %d samples (observations) x d = %d variants (features), K = %d, "
         "reference = %s",
@@ -1217,12 +1344,18 @@ def analyse(cfg: JobConfig, vz: VcfZarr, qc: QCResult, scheduler: Any) -> Analys
         cfg.reference_mode,
     )
     res = _fit_k(X, cfg, location, scheduler)
+    logger.info(
+        "fit: solver %s, %d passes over the %s",
+        res.params.get("solver"),
+        res.n_passes,
+        "raw store" if compact is None else f"compact matrix ({compact.where})",
+    )
     if qc.reference is None and res.location is not None:
         # The robust location is on the standardised scale: convert it to a frequency.
         centre_p = centre_p + np.asarray(res.location) * scale / P
     comparison = None
     if cfg.compare_all_sample_centring:
-        X_all = preprocess.standardize(dosage, P * p_all, scale)
+        X_all = standardize(P * p_all, scale)
         cres = _fit_k(X_all, cfg, None, scheduler)
         comparison = {
             "description": "the same data centred by the all-sample allele frequencies",
@@ -1363,7 +1496,7 @@ GENOMICS_ATTRS: dict[str, tuple[str, bool, str]] = {
     "n_samples_analysed": ("int", True, "n: samples analysed (the observations)."),
     "n_variants_analysed": ("int", True, "d: variants analysed (the features)."),
     "n_imputed_calls": ("int", True, "Missing calls imputed with the reference frequency."),
-    "n_passes": ("int", True, "Passes over the genotypes (statistics + fit)."),
+    "n_passes": ("int", True, "Passes over the genotypes (statistics, compaction, fit)."),
     "axes": ("str", True, "Which axis is n and which is d."),
     "centring_note": ("str", True, "Why the frequencies come from a reference set."),
     "centring_comparison": ("str", False, "The fit with all-sample centring, JSON (report)."),
@@ -2304,18 +2437,19 @@ def _compute(
         ref_desc,
     )
     timings["open"] = time.perf_counter() - t0
-    with _scheduler_for(cfg) as scheduler:
+    with _scheduler_for(cfg) as scheduler, _compact.workspace(cfg.output_dir.parent) as ws:
         executor = Executor(scheduler=scheduler)
         t0 = time.perf_counter()
-        qc = run_qc(cfg, vz, reference, executor)
+        qc = run_qc(cfg, vz, reference, executor, ws)
         timings["statistics"] = time.perf_counter() - t0
         logger.info("QC: %s", json.dumps(qc.counts))
         t0 = time.perf_counter()
-        an = analyse(cfg, vz, qc, scheduler)
+        an = analyse(cfg, vz, qc, scheduler, ws)
         timings["fit"] = time.perf_counter() - t0
     res = an.result
     n_passes = (
         qc.n_passes
+        + an.n_raw_passes
         + res.n_passes
         + (an.comparison["result"].n_passes if an.comparison is not None else 0)
     )

@@ -1,0 +1,384 @@
+"""The whole genomics job against ``plink2 --pca approx`` and ``plink2 --pca``, same cohort.
+
+    python benchmarks/genomics_vs_plink2.py                 # 4000 CEU + 500 YRI + 500 CHB
+    python benchmarks/genomics_vs_plink2.py --samples 1000  # a smaller cohort, same shape
+
+The cohort is simulated once with stdpopsim (HomSap ``OutOfAfrica_3G09``, chr22 10-40 Mb;
+80 % CEU, 10 % YRI, 10 % CHB) and written as VCF Zarr by bio2zarr's tskit2zarr
+(:func:`mspca_dask.genomics.simulate_cohort`), then as a PLINK 1 fileset by bed-reader's
+``to_bed`` (alternate-allele counts as A1); both are cached under ``benchmarks/_data/``.
+
+Timed, alternating, ``--repeats`` times each (medians reported), every one in its own process
+with its peak resident memory sampled (process tree):
+
+* ``plink2 --bfile ... --maf 0.05 --pca approx 10 --threads 2``;
+* ``plink2 --bfile ... --maf 0.05 --pca 10 --threads 2`` (exact GRM);
+* the genomics job, ``python -m pipelines.genomics run`` (CEU reference, 10 components,
+  5 knockoffs, report on, ``[compute] workers = 2``): QC, compaction, MS-PCA with its
+  certified spectra and knockoffs, result and report written.
+
+It then checks that the library's plain PCA (all-sample Patterson scaling
+``(g − 2p)/√(2p(1 − p))``, ``location=None``: no knockoff decision involved) gives the same
+top PCs as ``plink2 --pca`` (|correlation| of the sample scores per PC).  PLINK 2's
+variance-standardised GRM uses the same scaling (its default; ``--pca`` without
+``meanimpute`` imputes missing dosages at the mean, as we do).
+
+PLINK 2 comes from Debian's ``plink2`` package (``apt-get install plink2``); without it the
+benchmark says so and exits 0.  Results: ``benchmarks/results/genomics_vs_plink2.md`` and
+``.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from _bench import (  # noqa: E402
+    RESULTS,
+    ROOT,
+    SHARED_NOTE,
+    PeakRSS,
+    finish_info,
+    machine_info,
+    machine_line,
+    median,
+)
+
+DATA = Path(__file__).resolve().parent / "_data"
+THREADS = 2
+K = 10
+
+
+def _cohort(n: int) -> dict[str, Any]:
+    from mspca_dask import genomics as gx
+
+    pops = {"CEU": n * 8 // 10, "YRI": n // 10, "CHB": n - n * 8 // 10 - n // 10}
+    cfg = gx.SimulateConfig(
+        populations=pops,
+        left=10_000_000.0,
+        length=30_000_000.0,
+        seed=1,
+        variants_chunk_size=10_000,
+    )
+    tag = f"ooa{n}"
+    t0 = time.perf_counter()
+    sim = gx.simulate_cohort(DATA / f"{tag}.vcz", metadata=DATA / f"{tag}.tsv", config=cfg)
+    sim["seconds"] = time.perf_counter() - t0
+    sim["populations_config"] = pops
+    sim["tag"] = tag
+    return sim
+
+
+def _bed(sim: dict[str, Any]) -> Path:
+    """The PLINK 1 fileset of the cohort (bed-reader's writer), written once."""
+    import zarr
+    from bed_reader import to_bed
+
+    prefix = DATA / sim["tag"]
+    bed = prefix.with_suffix(".bed")
+    if bed.exists() and prefix.with_suffix(".bim").exists() and prefix.with_suffix(".fam").exists():
+        return prefix
+    from mspca_dask import _compact
+
+    g = zarr.open_group(sim["store"], mode="r")
+    gt = g["call_genotype"]
+    nv, ns = int(gt.shape[0]), int(gt.shape[1])
+    val = np.empty((ns, nv), dtype=np.int8)  # to_bed wants samples x variants
+    step = int(gt.chunks[0])
+    for v0 in range(0, nv, step):
+        calls = _compact._calls_block(np.asarray(gt[v0 : v0 + step]))
+        block = calls.T.astype(np.int8)
+        block[block < 0] = -127  # bed-reader's missing value for int8
+        val[:, v0 : v0 + step] = block
+    pos = np.asarray(g["variant_position"][:]).astype(np.int64)
+    alleles = np.array([[str(a) for a in row] for row in g["variant_allele"][:]])
+    ids = np.array([str(x) for x in g["sample_id"][:]])
+    tmp = prefix.parent / f".{prefix.name}.tmp"
+    to_bed(
+        tmp.with_suffix(".bed"),
+        val,
+        properties={
+            "fid": ids,
+            "iid": ids,
+            "sid": [f"22:{p}" for p in pos],
+            "chromosome": ["22"] * nv,
+            "bp_position": pos,
+            "allele_1": alleles[:, 1],  # counted: the alternate allele
+            "allele_2": alleles[:, 0],
+        },
+        count_A1=True,
+        num_threads=THREADS,
+    )
+    for ext in (".bim", ".fam", ".bed"):
+        os.replace(tmp.with_suffix(ext), prefix.with_suffix(ext))
+    return prefix
+
+
+def _timed(cmd: list[str], env: dict[str, str] | None = None) -> dict[str, Any]:
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(
+        cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, cwd=ROOT
+    )
+    with PeakRSS(proc.pid) as mem:
+        out, _ = proc.communicate()
+    seconds = time.perf_counter() - t0
+    if proc.returncode:
+        raise RuntimeError(f"{' '.join(cmd[:3])} ... failed ({proc.returncode}):\n{out[-3000:]}")
+    return {"seconds": seconds, "peak_rss": mem.peak, "log": out[-2000:]}
+
+
+def _plink(prefix: Path, approx: bool, out: Path) -> dict[str, Any]:
+    cmd = [
+        "plink2",
+        "--bfile",
+        str(prefix),
+        "--maf",
+        "0.05",
+        "--pca",
+        *(["approx"] if approx else []),
+        str(K),
+        "--threads",
+        str(THREADS),
+        "--out",
+        str(out),
+    ]
+    return _timed(cmd)
+
+
+def _job_config(sim: dict[str, Any], out: Path, budget: str | None) -> Path:
+    text = textwrap.dedent(
+        f"""
+        [job]
+        name = "benchmark-{sim["tag"]}"
+        [input]
+        store = "{sim["store"]}"
+        sample_metadata = "{sim["metadata"]}"
+        color_by = "population"
+        [reference]
+        metadata_column = "population"
+        metadata_values = ["CEU"]
+        [qc]
+        min_maf = 0.05
+        [pca]
+        n_components = {K}
+        n_knockoffs = 5
+        [compute]
+        scheduler = "threads"
+        workers = {THREADS}
+        {f'memory_budget = "{budget}"' if budget else ""}
+        [output]
+        dir = "{out}"
+        overwrite = true
+        [report]
+        enabled = true
+        """
+    )
+    path = out.parent / f"{out.name}.toml"
+    path.write_text(text)
+    return path
+
+
+def _ours(cfg: Path, out: Path) -> dict[str, Any]:
+    shutil.rmtree(out, ignore_errors=True)  # else the job finds its result up to date
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(ROOT)
+    env["DASK_NUM_WORKERS"] = str(THREADS)
+    r = _timed([sys.executable, "-m", "pipelines.genomics", "run", str(cfg)], env)
+    from mspca_dask import genomics as gx
+
+    ds = gx.open_genomics_result(out / gx.RESULT_NAME)
+    r["n_passes"] = int(ds.attrs["n_passes"])
+    r["timings"] = json.loads(ds.attrs["timings"])
+    r["verdicts"] = [str(v) for v in ds["verdict"].values]
+    r["eigenvalues"] = [float(v) for v in ds["eigenvalue"].values]
+    fit_line = [ln for ln in r.pop("log").splitlines() if "fit: solver" in ln]
+    r["fit"] = fit_line[-1].split("fit: ", 1)[1] if fit_line else "?"
+    return r
+
+
+def _plain_pca_scores(sim: dict[str, Any]) -> tuple[np.ndarray, dict[str, Any]]:
+    """Our plain PCA: QC as the job, all-sample Patterson scaling, ``location=None``."""
+    import mspca_dask
+    from mspca_dask import _compact, preprocess
+    from mspca_dask import genomics as gx
+    from mspca_dask._execution import Executor
+
+    vz = gx.open_vcf_zarr(sim["store"])
+    ex = Executor("threads")
+    assert vz.calls is not None
+    stats = preprocess.GenotypeStats.from_pass(
+        ex.run("stats", _compact.call_statistics(vz.calls)), vz.n_samples
+    )
+    maf = stats.minor_allele_frequency
+    keep = (maf > 0) & (maf >= 0.05) & (stats.missing_rate <= 0.1)
+    p = stats.allele_frequency[keep]
+    has_missing = bool((stats.n_called[keep] < vz.n_samples).any())
+    t0 = time.perf_counter()
+    with _compact.compact_calls(
+        vz.calls, keep, np.ones(vz.n_samples, bool), ex, has_missing=has_missing
+    ) as compact:
+        X = _compact.standardized(compact, 2 * p, preprocess.patterson_scale(p))
+        res = mspca_dask.fit(X, n_components=K, location=None, random_state=0)
+    info = {
+        "variants_kept": int(keep.sum()),
+        "seconds": time.perf_counter() - t0,
+        "solver": res.params.get("solver"),
+    }
+    return np.asarray(res.scores), info
+
+
+def _plink_eigenvec(path: Path, sample_ids: np.ndarray) -> np.ndarray:
+    lines = path.read_text().splitlines()
+    header = lines[0].lstrip("#").split()
+    iid = header.index("IID")
+    pcs = [i for i, h in enumerate(header) if h.startswith("PC")]
+    rows = {ln.split()[iid]: [float(ln.split()[i]) for i in pcs] for ln in lines[1:]}
+    return np.array([rows[s] for s in sample_ids])
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--samples", type=int, default=5000)
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--memory-budget", default=None, help="the job's [compute] memory_budget")
+    ap.add_argument("--name", default="genomics_vs_plink2")
+    args = ap.parse_args(argv)
+    if shutil.which("plink2") is None:
+        print("plink2 not found: install it with `apt-get install plink2`; skipping.")
+        return 0
+    DATA.mkdir(parents=True, exist_ok=True)
+    meta = machine_info()
+    sim = _cohort(args.samples)
+    t0 = time.perf_counter()
+    prefix = _bed(sim)
+    bed_seconds = time.perf_counter() - t0
+    work = DATA / f"runs-{sim['tag']}"
+    work.mkdir(exist_ok=True)
+    out = work / "result"
+    cfg = _job_config(sim, out, args.memory_budget)
+    runs: dict[str, list[dict[str, Any]]] = {"plink2_approx": [], "plink2_exact": [], "ours": []}
+    loads: list[list[float]] = []
+    for r in range(args.repeats):
+        for name in ("plink2_approx", "ours", "plink2_exact"):
+            loads.append([round(x, 2) for x in os.getloadavg()])
+            if name == "ours":
+                res = _ours(cfg, out)
+            else:
+                res = _plink(prefix, name == "plink2_approx", work / name)
+                res.pop("log")
+            res["load_before"] = loads[-1]
+            runs[name].append(res)
+            print(
+                f"repeat {r}: {name} {res['seconds']:.1f} s, peak {res['peak_rss'] / 2**20:.0f} MiB"
+            )
+    scores, plain = _plain_pca_scores(sim)
+    from mspca_dask import genomics as gx
+
+    ids = gx.open_vcf_zarr(sim["store"]).sample_id.astype(str)
+    ref = _plink_eigenvec(work.joinpath("plink2_exact.eigenvec"), ids)
+    corr = [abs(float(np.corrcoef(scores[:, k], ref[:, k])[0, 1])) for k in range(K)]
+    approx = _plink_eigenvec(work.joinpath("plink2_approx.eigenvec"), ids)
+    corr_approx = [abs(float(np.corrcoef(approx[:, k], ref[:, k])[0, 1])) for k in range(K)]
+    finish_info(meta)
+    med = {k: median([x["seconds"] for x in v]) for k, v in runs.items()}
+    peak = {k: max(x["peak_rss"] for x in v) for k, v in runs.items()}
+    last = runs["ours"][-1]
+    payload = {
+        "machine": meta,
+        "cohort": {
+            "model": "HomSap OutOfAfrica_3G09, chr22 10-40 Mb",
+            "populations": sim["populations_config"],
+            "n_variants": int(len(gx.open_vcf_zarr(sim["store"]).variant_position)),
+            "variants_kept": plain["variants_kept"],
+            "simulated_seconds": sim["seconds"],
+            "reused": bool(sim["reused"]),
+            "bed_seconds": bed_seconds,
+        },
+        "threads": THREADS,
+        "repeats": args.repeats,
+        "memory_budget": args.memory_budget,
+        "median_seconds": med,
+        "peak_rss_bytes": peak,
+        "ratio_ours_to_plink2_approx": med["ours"] / med["plink2_approx"],
+        "ratio_ours_to_plink2_exact": med["ours"] / med["plink2_exact"],
+        "runs": runs,
+        "plain_pca": {**plain, "abs_corr_with_plink2_pca": corr},
+        "plink2_approx_abs_corr_with_plink2_pca": corr_approx,
+    }
+    md = [
+        "# The genomics job against PLINK 2's PCA, same cohort, same threads",
+        "",
+        f"Generated by `python benchmarks/genomics_vs_plink2.py --samples {args.samples}"
+        + (f" --memory-budget {args.memory_budget}" if args.memory_budget else "")
+        + f"`. Machine: {machine_line(meta)}",
+        "",
+        SHARED_NOTE,
+        "",
+        f"Cohort: stdpopsim HomSap OutOfAfrica_3G09, {sim['populations_config']}, chr22 10-40 "
+        f"Mb, {payload['cohort']['n_variants']:,} variants, MAF >= 0.05 keeps "
+        f"{plain['variants_kept']:,}; VCF Zarr by bio2zarr's tskit2zarr (10,000 variants per "
+        "chunk), PLINK 1 fileset by bed-reader's to_bed. Each tool in its own process, "
+        f"{THREADS} threads, alternating (approx, ours, exact) x {args.repeats}; peak memory is "
+        "the resident set of the process tree, sampled every 20 ms.",
+        "",
+        "| run | median wall s | runs (s) | peak memory MiB | ratio to `--pca approx` |",
+        "|---|---|---|---|---|",
+    ]
+    labels = {
+        "plink2_approx": f"`plink2 --bfile … --maf 0.05 --pca approx {K} --threads {THREADS}`",
+        "plink2_exact": f"`plink2 --bfile … --maf 0.05 --pca {K} --threads {THREADS}`",
+        "ours": "`python -m pipelines.genomics run` (CEU reference, K = 10, 5 knockoffs, "
+        "report on)",
+    }
+    for k in ("plink2_approx", "plink2_exact", "ours"):
+        xs = ", ".join(f"{x['seconds']:.1f}" for x in runs[k])
+        md.append(
+            f"| {labels[k]} | {med[k]:.1f} | {xs} | {peak[k] / 2**20:.0f} | "
+            f"{med[k] / med['plink2_approx']:.2f} |"
+        )
+    md += [
+        "",
+        f"Load average (1 min) before each run: {[x[0] for x in loads]}.",
+        "",
+        f"Our job, last run: {last['n_passes']} passes over genotypes in all (raw store: "
+        f"statistics + compaction; the rest over the compact int8 matrix); {last['fit']}; "
+        "phases (s): "
+        + ", ".join(f"{k} {v:.1f}" for k, v in last["timings"].items())
+        + ". Verdicts: "
+        + ", ".join(last["verdicts"])
+        + ".",
+        "",
+        "## Same PCs as `plink2 --pca`",
+        "",
+        "Our plain PCA (same QC, all-sample Patterson scaling, `location=None`, solver "
+        f"`{plain['solver']}`) against `plink2 --pca {K}`: |correlation| of the sample scores "
+        "per PC:",
+        "",
+        "| PC | " + " | ".join(str(k + 1) for k in range(K)) + " |",
+        "|---|" + "---|" * K,
+        "| ours vs `--pca` | " + " | ".join(f"{c:.4f}" for c in corr) + " |",
+        "| `--pca approx` vs `--pca` | " + " | ".join(f"{c:.4f}" for c in corr_approx) + " |",
+        "",
+    ]
+    from _bench import dump
+
+    dump(args.name, RESULTS, payload, md)
+    print("\n".join(md))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,641 @@
+"""The compact working matrix of the genomics job: kept variants as int8 calls, read once.
+
+A raw VCF Zarr ``call_genotype`` is ``(variants, samples, ploidy)`` int8 and, on a typical
+cohort, mostly variants that QC drops (rare ones): 343,117 variants of which ~28k pass
+MAF ≥ 0.05 on the Out-of-Africa benchmark cohort.  Decompressing and standardising all of it
+in every pass of the fit cost 12 × 70 s there.  So the job reads the raw store twice only:
+
+1. the statistics pass (:func:`call_statistics`) on int8 calls (:func:`calls_from_genotypes`,
+   a 64 Ki-entry lookup table on the two alleles of a diploid call, ~20× faster than summing
+   allele indices into float32 with NaN);
+2. one compaction pass (:func:`compact_calls`) that writes only the kept variants and samples
+   as int8 (``-1`` missing): in memory when it fits ``memory_budget`` bytes, else into a
+   temporary Zarr store next to the output (chunked for the fit's passes and deleted
+   afterwards, failure or not; never inside the input store).
+
+Every pass of the fit then reads the compact matrix through :func:`standardized`, which turns
+one int8 chunk into ``(g − 2p)/s`` float32 (missing → 0, i.e. imputed at the centre) inside
+the task; the fit's block-Krylov products then run as float32 GEMMs whose per-chunk partials
+are summed in float64 (:mod:`mspca_dask.sketch`), so results equal the float64 path to float32
+rounding.
+
+Nothing here computes unless an :class:`~mspca_dask._execution.Executor` is handed in.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import math
+import shutil
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import dask.array as da
+import numpy as np
+
+from .errors import DTypeError, ParameterError, ShapeError
+
+__all__ = [
+    "DEFAULT_MEMORY_BUDGET",
+    "CompactCalls",
+    "Candidates",
+    "CandidateFilter",
+    "calls_from_genotypes",
+    "call_statistics",
+    "compact_from_parts",
+    "statistics_and_candidates",
+    "workspace",
+    "compact_calls",
+    "standardized",
+]
+
+logger = logging.getLogger(__name__)
+
+#: Bytes the compact matrix may take in memory before it goes to a temporary Zarr store.
+DEFAULT_MEMORY_BUDGET = 2 * 1024**3
+#: Bytes of int8 calls per chunk of the compact matrix (a float32 chunk is 4× that).
+CHUNK_BYTES = 16 * 1024**2
+#: The name of the temporary store, next to the job's output (a hidden directory).
+TEMP_PREFIX = ".mspca-compact-"
+
+
+# --------------------------------------------------------------------------------------
+# Calls
+# --------------------------------------------------------------------------------------
+
+
+def _diploid_table() -> np.ndarray:
+    """``(65536,)`` int8: the call of two int8 alleles read as one little-endian uint16.
+
+    ``-1`` when either allele is missing (``-1``), else the number of alleles ``> 0``
+    (``-2``, bio2zarr's fill for a lower ploidy, counts as neither).
+    """
+    code = np.arange(65536, dtype=np.uint32)
+    a = (code & 0xFF).astype(np.uint8).view(np.int8)
+    b = ((code >> 8) & 0xFF).astype(np.uint8).view(np.int8)
+    if np.little_endian is False:  # pragma: no cover - big-endian hosts
+        a, b = b, a
+    alt = (a > 0).astype(np.int8) + (b > 0).astype(np.int8)
+    return np.where((a == -1) | (b == -1), np.int8(-1), alt).astype(np.int8)
+
+
+_DIPLOID = _diploid_table()
+
+
+def _calls_block(gt: np.ndarray) -> np.ndarray:
+    """Chunk function: ``(v, s, ploidy)`` allele indices → ``(v, s)`` int8 calls, ``-1`` missing.
+
+    Diploid int8 chunks use the lookup table (one gather per call); other ploidies and dtypes
+    count alleles directly.
+    """
+    if gt.shape[-1] == 2 and gt.dtype == np.int8:
+        pairs = np.ascontiguousarray(gt).view(np.uint16)[..., 0]
+        return np.take(_DIPLOID, pairs)
+    missing = (gt == -1).any(axis=-1)
+    calls = (gt > 0).sum(axis=-1, dtype=np.int8)
+    calls[missing] = -1
+    return calls
+
+
+def calls_from_genotypes(call_genotype: da.Array) -> da.Array:
+    """Alternate-allele counts per variant and sample as int8, ``-1`` for a missing call.
+
+    Parameters
+    ----------
+    call_genotype : (n_variants, n_samples, ploidy) dask array of int
+        Allele indices as in VCF Zarr (``-1`` missing, ``-2`` fill).
+
+    Returns
+    -------
+    (n_variants, n_samples) dask array of int8
+        The same counts as :func:`mspca_dask.preprocess.dosage_from_genotypes` (which gives
+        them as float32 with NaN), a quarter of the bytes.
+
+    Examples
+    --------
+    >>> gt = da.from_array(np.array([[[0, 1], [1, 1], [-1, -1], [1, -2]]], dtype=np.int8))
+    >>> calls_from_genotypes(gt).compute().tolist()
+    [[1, 2, -1, 1]]
+    """
+    if call_genotype.ndim != 3:
+        raise ShapeError(
+            "call_genotype must be 3-D, shaped (variants, samples, ploidy) "
+            f"(got shape {call_genotype.shape})"
+        )
+    if call_genotype.dtype.kind not in "iu":
+        raise DTypeError(
+            f"call_genotype must hold integer allele indices (got dtype {call_genotype.dtype})"
+        )
+    if len(call_genotype.chunks[2]) > 1:
+        call_genotype = call_genotype.rechunk({2: -1})
+    return da.map_blocks(_calls_block, call_genotype, drop_axis=2, dtype=np.int8)
+
+
+def _variant_stats_block(calls: np.ndarray, ref: np.ndarray | None) -> np.ndarray:
+    """Chunk function: ``(v, 1, k)`` partial ``alt_sum, n_called [, ref_alt_sum, ref_n_called]``.
+
+    Missing calls are ``-1``: their count is added back to the plain sum instead of masking
+    the chunk.  Counts are exact in float64 (below 2⁵³).
+    """
+    called = calls >= 0
+    n_called = called.sum(axis=1, dtype=np.int64)
+    alt = calls.sum(axis=1, dtype=np.int64) + (calls.shape[1] - n_called)
+    parts = [alt, n_called]
+    if ref is not None:
+        r = np.asarray(ref, dtype=bool)
+        if r.all():
+            parts += [alt, n_called]
+        else:
+            sub = calls[:, r]
+            rc = (sub >= 0).sum(axis=1, dtype=np.int64)
+            parts += [sub.sum(axis=1, dtype=np.int64) + (sub.shape[1] - rc), rc]
+    return np.stack(parts, axis=1).astype(np.float64)[:, None, :]
+
+
+def _sample_stats_block(calls: np.ndarray) -> np.ndarray:
+    """Chunk function: ``(1, s)`` called variants per sample in this chunk."""
+    return (calls >= 0).sum(axis=0, dtype=np.int64)[None, :]
+
+
+def call_statistics(calls: da.Array, reference: np.ndarray | None = None) -> dict[str, da.Array]:
+    """The statistics pass on int8 calls: the products of ``preprocess.genotype_statistics``.
+
+    Parameters
+    ----------
+    calls : (n_variants, n_samples) dask array of int8
+        :func:`calls_from_genotypes`.
+    reference : (n_samples,) bool array, optional
+        Adds ``ref_alt_sum`` and ``ref_n_called``.
+
+    Returns
+    -------
+    dict of str to dask array
+        ``alt_sum``, ``n_called`` (variants,), ``sample_n_called`` (samples,) and, with a
+        reference, ``ref_alt_sum``, ``ref_n_called``: the values of
+        :func:`mspca_dask.preprocess.genotype_statistics` on the float32 dosages.  Computed
+        together they read every chunk once.
+
+    Examples
+    --------
+    >>> c = da.from_array(np.array([[0, 1, -1], [2, 2, 1]], dtype=np.int8))
+    >>> out = call_statistics(c, reference=np.array([True, True, False]))
+    >>> {k: v.compute().tolist() for k, v in sorted(out.items())}  # doctest: +NORMALIZE_WHITESPACE
+    {'alt_sum': [1.0, 5.0], 'n_called': [2, 3], 'ref_alt_sum': [1.0, 4.0],
+     'ref_n_called': [2, 2], 'sample_n_called': [2, 2, 1]}
+    """
+    ns = int(calls.shape[1])
+    ref_d = None
+    if reference is not None:
+        ref = np.asarray(reference, dtype=bool)
+        if ref.shape != (ns,):
+            raise ShapeError(
+                f"reference must be a boolean vector over the {ns} samples (got shape {ref.shape})"
+            )
+        ref_d = da.from_array(ref, chunks=(calls.chunks[1],))
+    k = 2 if ref_d is None else 4
+    args: list[Any] = [calls, "vj"] + ([None, None] if ref_d is None else [ref_d, "j"])
+    per_variant = da.blockwise(
+        _variant_stats_block,
+        "vjk",
+        *args,
+        new_axes={"k": k},
+        adjust_chunks={"j": 1},
+        dtype=np.float64,
+        meta=np.empty((0, 0, 0)),
+    ).sum(axis=1)
+    per_sample = da.blockwise(
+        _sample_stats_block,
+        "ij",
+        calls,
+        "ij",
+        adjust_chunks={"i": 1},
+        dtype=np.int64,
+        meta=np.empty((0, 0), dtype=np.int64),
+    ).sum(axis=0)
+    out = {
+        "alt_sum": per_variant[:, 0],
+        "n_called": per_variant[:, 1].astype(np.int64),
+        "sample_n_called": per_sample,
+    }
+    if ref_d is not None:
+        out["ref_alt_sum"] = per_variant[:, 2]
+        out["ref_n_called"] = per_variant[:, 3].astype(np.int64)
+    return out
+
+
+# --------------------------------------------------------------------------------------
+# One raw pass: statistics, and the candidate rows written as they are read
+# --------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CandidateFilter:
+    """The per-variant QC filters, applied inside the statistics pass to pick candidate rows.
+
+    A variant is a candidate when it is polymorphic, its minor allele frequency is at least
+    ``min_maf`` and at most ``max_missing`` of the samples miss it, over *all* samples: the
+    filters of :func:`mspca_dask.genomics.run_qc` with the same float64 arithmetic as
+    :class:`mspca_dask.preprocess.GenotypeStats`.  When no sample fails the call-rate filter
+    the variants that pass QC are these candidates, or fewer of them (the reference-set
+    missingness filter only removes); otherwise the job reads the raw store again.
+    """
+
+    min_maf: float
+    max_missing: float
+    ploidy: int
+    n_samples: int
+
+    def keep(self, alt_sum: np.ndarray, n_called: np.ndarray) -> np.ndarray:
+        """(v,) bool: the candidates among variants with these sums and call counts."""
+        with np.errstate(invalid="ignore", divide="ignore"):
+            p = np.asarray(alt_sum, dtype=float) / (self.ploidy * np.asarray(n_called))
+        p = np.nan_to_num(p, nan=0.0)
+        maf = np.minimum(p, 1.0 - p)
+        missing = 1.0 - np.asarray(n_called) / max(self.n_samples, 1)
+        return (maf > 0) & (maf >= self.min_maf) & (missing <= self.max_missing)
+
+
+def _part_path(root: str, index: int) -> str:
+    return f"{root}/part-{index:07d}"
+
+
+def _stats_candidates_block(
+    calls: np.ndarray,
+    ref: np.ndarray | None,
+    filt: CandidateFilter,
+    root: str,
+    block_info: Any = None,
+) -> np.ndarray:
+    """Chunk function: ``(v, k)`` statistics and candidate flag; writes the candidate rows.
+
+    Columns ``alt_sum, n_called, candidate [, ref_alt_sum, ref_n_called]``.  The candidate
+    rows go to ``root/part-<chunk index>`` (int8, one array per raw chunk): rewriting the
+    same part on a retry writes the same bytes.
+    """
+    import zarr
+
+    stats = _variant_stats_block(calls, ref)[:, 0, :]
+    cand = filt.keep(stats[:, 0], stats[:, 1])
+    index = int(block_info[0]["chunk-location"][0])
+    rows = calls[cand]
+    zarr.create_array(
+        _part_path(root, index),
+        data=np.ascontiguousarray(rows),
+        chunks=(max(1, rows.shape[0]), max(1, rows.shape[1])),
+        overwrite=True,
+    )
+    out = np.empty((calls.shape[0], stats.shape[1] + 1), dtype=np.float64)
+    out[:, :2] = stats[:, :2]
+    out[:, 2] = cand
+    out[:, 3:] = stats[:, 2:]
+    return out
+
+
+def statistics_and_candidates(
+    calls: da.Array,
+    reference: np.ndarray | None,
+    filt: CandidateFilter,
+    root: str | Path,
+) -> dict[str, da.Array]:
+    """:func:`call_statistics` plus ``candidate`` (variants,) bool, in the same one read.
+
+    Every raw chunk (merged to span all samples) writes its candidate rows, int8 calls, to
+    ``root/part-<i>`` as a side effect of the pass, so that the compact matrix needs no
+    second read of the raw store (:func:`compact_from_parts`).
+    """
+    ns = int(calls.shape[1])
+    if calls.numblocks[1] > 1:
+        calls = calls.rechunk({1: -1})  # streaming: each row of chunks merges on its own
+    ref = None
+    if reference is not None:
+        ref = np.asarray(reference, dtype=bool)
+        if ref.shape != (ns,):
+            raise ShapeError(
+                f"reference must be a boolean vector over the {ns} samples (got shape {ref.shape})"
+            )
+    k = 3 if ref is None else 5
+    per_variant = da.map_blocks(
+        _stats_candidates_block,
+        calls,
+        ref=ref,
+        filt=filt,
+        root=str(root),
+        chunks=(calls.chunks[0], (k,)),
+        dtype=np.float64,
+        meta=np.empty((0, 0)),
+    )
+    per_sample = da.blockwise(
+        _sample_stats_block,
+        "ij",
+        calls,
+        "ij",
+        adjust_chunks={"i": 1},
+        dtype=np.int64,
+        meta=np.empty((0, 0), dtype=np.int64),
+    ).sum(axis=0)
+    out = {
+        "alt_sum": per_variant[:, 0],
+        "n_called": per_variant[:, 1].astype(np.int64),
+        "candidate": per_variant[:, 2].astype(bool),
+        "sample_n_called": per_sample,
+    }
+    if ref is not None:
+        out["ref_alt_sum"] = per_variant[:, 3]
+        out["ref_n_called"] = per_variant[:, 4].astype(np.int64)
+    return out
+
+
+@dataclass(frozen=True)
+class Candidates:
+    """Where the statistics pass wrote its candidate rows, and which variants they are."""
+
+    root: Path
+    mask: np.ndarray  # (n_variants,) bool
+    chunks: tuple[int, ...]  # raw variant chunks (one part each)
+
+
+# --------------------------------------------------------------------------------------
+# The compact matrix
+# --------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CompactCalls:
+    """The kept variants × kept samples as int8 calls, in memory or in a temporary store.
+
+    Attributes
+    ----------
+    calls : (n_kept_variants, n_kept_samples) dask array of int8
+        ``-1`` missing; row chunks of about :data:`CHUNK_BYTES`, each spanning all samples.
+    where : str
+        ``"memory"`` or ``"zarr"``.
+    path : Path or None
+        The temporary store (``where == "zarr"``); removed when the context exits.
+    has_missing : bool
+        Whether any kept call is missing (else standardisation skips the mask).
+    nbytes : int
+    """
+
+    calls: da.Array
+    where: str
+    path: Path | None
+    has_missing: bool
+    nbytes: int
+
+
+def _row_chunk(n_rows: int, n_cols: int, workers: int = 2) -> int:
+    """Rows per chunk: about :data:`CHUNK_BYTES`, and at least ``2·workers`` chunks."""
+    by_bytes = max(1, CHUNK_BYTES // max(n_cols, 1))
+    by_split = max(1, math.ceil(n_rows / (2 * max(workers, 1))))
+    return max(1, min(by_bytes, by_split, n_rows))
+
+
+def _write_block(block: np.ndarray, path: str, block_info: Any = None) -> np.ndarray:
+    """Chunk function: write one block of calls into the temporary store; return its size."""
+    import zarr
+
+    (r0, r1), (c0, c1) = block_info[0]["array-location"]
+    arr = zarr.open_array(path, mode="r+")
+    arr[r0:r1, c0:c1] = block
+    return np.full((1, 1), block.size, dtype=np.int64)
+
+
+@contextlib.contextmanager
+def compact_calls(
+    calls: da.Array,
+    variant_keep: np.ndarray,
+    sample_keep: np.ndarray,
+    executor: Any,
+    *,
+    has_missing: bool,
+    memory_budget: int = DEFAULT_MEMORY_BUDGET,
+    spill_dir: str | Path | None = None,
+    workers: int = 2,
+) -> Iterator[CompactCalls]:
+    """Read the raw calls once and keep the kept variants × samples, as a context manager.
+
+    Parameters
+    ----------
+    calls : (n_variants, n_samples) dask array of int8
+        :func:`calls_from_genotypes` of the raw store.
+    variant_keep : (n_variants,) bool
+    sample_keep : (n_samples,) bool
+    executor : Executor
+        Runs the one compaction pass (``"genomics-compact"``).
+    has_missing : bool
+        Whether any kept call is missing (from the statistics pass).
+    memory_budget : int
+        Bytes the matrix may take in memory (int8: one byte a call); above it, a temporary
+        Zarr store in ``spill_dir``.
+    spill_dir : path, optional
+        Where the temporary store goes (the job puts it next to its output).  Required when
+        the matrix exceeds the budget.
+    workers : int
+        Chunks are cut so that at least ``2·workers`` of them exist.
+
+    Yields
+    ------
+    CompactCalls
+        Removed (the temporary store) when the context exits, whether or not it failed.
+    """
+    vk = np.flatnonzero(np.asarray(variant_keep, dtype=bool))
+    sk = np.asarray(sample_keep, dtype=bool)
+    if memory_budget < 0:
+        raise ParameterError(f"memory_budget must be >= 0 bytes (got {memory_budget})")
+    sel = calls if len(vk) == calls.shape[0] else calls[vk]
+    if not sk.all():
+        sel = sel[:, np.flatnonzero(sk)]
+    n_rows, n_cols = (int(s) for s in sel.shape)
+    rows = _row_chunk(n_rows, n_cols, workers)
+    sel = sel.rechunk((rows, n_cols))
+    nbytes = n_rows * n_cols
+    if nbytes <= memory_budget:
+        out = executor.run("genomics-compact", {"calls": sel})["calls"]
+        arr = np.ascontiguousarray(out, dtype=np.int8)
+        logger.info(
+            "compact matrix: %d variants x %d samples int8 in memory (%.0f MiB, budget %.0f MiB)",
+            n_rows,
+            n_cols,
+            nbytes / 2**20,
+            memory_budget / 2**20,
+        )
+        yield CompactCalls(
+            da.from_array(arr, chunks=(rows, n_cols)), "memory", None, has_missing, nbytes
+        )
+        return
+    if spill_dir is None:
+        raise ParameterError(
+            f"the compact matrix needs {nbytes / 2**20:.0f} MiB, over the memory budget of "
+            f"{memory_budget / 2**20:.0f} MiB, and no directory was given for its temporary store"
+        )
+    import zarr
+
+    path = Path(spill_dir) / f"{TEMP_PREFIX}{uuid.uuid4().hex}.zarr"
+    try:
+        zarr.create_array(str(path), shape=(n_rows, n_cols), chunks=(rows, n_cols), dtype=np.int8)
+        written = da.map_blocks(
+            _write_block, sel, str(path), chunks=(1, 1), dtype=np.int64, meta=np.empty((0, 0))
+        )
+        total = executor.run("genomics-compact", {"written": written.sum()})["written"]
+        if int(total) != nbytes:  # pragma: no cover - a write went missing
+            raise RuntimeError(f"the compact store received {int(total)} of {nbytes} calls")
+        logger.info(
+            "compact matrix: %d variants x %d samples int8 in a temporary store %s "
+            "(%.0f MiB over the memory budget of %.0f MiB)",
+            n_rows,
+            n_cols,
+            path,
+            nbytes / 2**20,
+            memory_budget / 2**20,
+        )
+        stored = da.from_zarr(str(path))
+        yield CompactCalls(stored, "zarr", path, has_missing, nbytes)
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def workspace(parent: str | Path) -> Iterator[Path]:
+    """A hidden temporary directory in ``parent`` (next to the job's output), removed on exit.
+
+    Removed whether or not the block fails; ``parent`` must be writable.  Never inside the
+    input store: the job passes its output's parent directory.
+    """
+    path = Path(parent) / f"{TEMP_PREFIX}{uuid.uuid4().hex}"
+    path.mkdir(parents=True)
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def compact_from_parts(
+    cand: Candidates,
+    variant_keep: np.ndarray,
+    executor: Any,
+    *,
+    has_missing: bool,
+    memory_budget: int = DEFAULT_MEMORY_BUDGET,
+    workers: int = 2,
+) -> CompactCalls | None:
+    """The compact matrix from the candidate rows the statistics pass wrote (no raw read).
+
+    Returns None when a kept variant is not a candidate (then the raw store must be read
+    again: :func:`compact_calls`).  In memory (read once from the parts) when the kept rows
+    fit ``memory_budget`` bytes; else the fit's passes read the parts where they are.
+    """
+    keep = np.asarray(variant_keep, dtype=bool)
+    if (keep & ~cand.mask).any():
+        return None
+    offsets = np.concatenate([[0], np.cumsum(cand.chunks)])
+    pieces = []
+    for i in range(len(cand.chunks)):
+        m = cand.mask[offsets[i] : offsets[i + 1]]
+        k = keep[offsets[i] : offsets[i + 1]][m]  # kept among this part's candidates
+        if not k.any():
+            continue
+        part = da.from_zarr(_part_path(str(cand.root), i))
+        pieces.append(part if k.all() else part[np.flatnonzero(k)])
+    if not pieces:
+        raise ParameterError("no variant is kept: nothing to compact")
+    stacked = da.concatenate(pieces, axis=0)
+    n_rows, n_cols = (int(x) for x in stacked.shape)
+    rows = _row_chunk(n_rows, n_cols, workers)
+    nbytes = n_rows * n_cols
+    if nbytes <= memory_budget:
+        out = executor.run("genomics-compact-load", {"calls": stacked})["calls"]
+        arr = np.ascontiguousarray(out, dtype=np.int8)
+        logger.info(
+            "compact matrix: %d variants x %d samples int8 in memory (%.0f MiB, budget %.0f MiB)",
+            n_rows,
+            n_cols,
+            nbytes / 2**20,
+            memory_budget / 2**20,
+        )
+        return CompactCalls(
+            da.from_array(arr, chunks=(rows, n_cols)), "memory", None, has_missing, nbytes
+        )
+    logger.info(
+        "compact matrix: %d variants x %d samples int8 left in the temporary store %s "
+        "(%.0f MiB over the memory budget of %.0f MiB)",
+        n_rows,
+        n_cols,
+        cand.root,
+        nbytes / 2**20,
+        memory_budget / 2**20,
+    )
+    # the in-memory matrix's chunks: the same sums in the same order, bit for bit
+    return CompactCalls(stacked.rechunk((rows, n_cols)), "zarr", cand.root, has_missing, nbytes)
+
+
+# --------------------------------------------------------------------------------------
+# Standardisation fused into the passes
+# --------------------------------------------------------------------------------------
+
+
+def _standardize_block(
+    calls: np.ndarray, inv_scale: np.ndarray, shift: np.ndarray, has_missing: bool
+) -> np.ndarray:
+    """Chunk function: ``(v, s)`` int8 calls → ``(s, v)`` float32 ``g/s − 2p/s``, missing → 0.
+
+    Returned as the transpose of a C-ordered ``(v, s)`` array, so that the fit's dual
+    orientation (``M = Xᵀ``) sees C-ordered chunks without a copy.
+    """
+    z = calls.astype(np.float32)
+    z *= inv_scale[:, None]
+    z -= shift[:, None]
+    if has_missing:
+        z[calls < 0] = 0.0
+    return z.T
+
+
+def standardized(compact: CompactCalls, centre: np.ndarray, scale: np.ndarray) -> da.Array:
+    """The ``(samples, variants)`` float32 data of the PCA, ``(g − centre)/scale``, lazily.
+
+    Parameters
+    ----------
+    compact : CompactCalls
+    centre : (n_kept_variants,) array
+        Mean dosage to subtract (``P·p``).
+    scale : (n_kept_variants,) array
+        Positive divisor (Patterson's ``√(P p (1 − p))``).
+
+    Returns
+    -------
+    (n_samples, n_variants) dask array of float32
+        Chunks span all samples; a missing call is 0 (imputed at the centre), as in
+        :func:`mspca_dask.preprocess.standardize`, whose float64 values these equal to
+        float32 rounding.
+    """
+    nv = int(compact.calls.shape[0])
+    centre = np.asarray(centre, dtype=np.float64)
+    scale = np.asarray(scale, dtype=np.float64)
+    for name, vec in (("centre", centre), ("scale", scale)):
+        if vec.shape != (nv,):
+            raise ShapeError(
+                f"{name} must have one value per variant, shape ({nv},) (got {vec.shape})"
+            )
+    if not np.all(np.isfinite(centre)):
+        raise ParameterError("centre contains NaN or infinite values")
+    if not np.all(np.isfinite(scale) & (scale > 0)):
+        raise ParameterError("scale must be finite and > 0 for every variant")
+    rows = compact.calls.chunks[0]
+    inv = da.from_array((1.0 / scale).astype(np.float32), chunks=(rows,))
+    shift = da.from_array((centre / scale).astype(np.float32), chunks=(rows,))
+    return da.blockwise(
+        _standardize_block,
+        "sv",
+        compact.calls,
+        "vs",
+        inv,
+        "v",
+        shift,
+        "v",
+        has_missing=compact.has_missing,
+        dtype=np.float32,
+        concatenate=True,
+    )

@@ -1,0 +1,278 @@
+"""The genomics job's compact working matrix: int8 calls of the kept variants, read once.
+
+Unit tests on small hand-made arrays (exact values against the float64 path of
+``preprocess``), then the job end to end on a small stdpopsim cohort written by bio2zarr's
+tskit2zarr: how many times each raw chunk is read, in memory vs a temporary Zarr store, and
+the same result as the old path that standardised the raw store in every pass.
+"""
+
+from __future__ import annotations
+
+import textwrap
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import dask.array as da
+import numpy as np
+import pytest
+
+from mspca_dask import _compact, preprocess
+from mspca_dask._execution import Executor
+from mspca_dask.errors import ParameterError
+
+# ------------------------------------------------------------------------------ unit level
+
+
+def _random_genotypes(rng: np.random.Generator, v: int, s: int) -> np.ndarray:
+    gt = rng.choice(np.array([0, 1, 2], dtype=np.int8), size=(v, s, 2), p=[0.6, 0.35, 0.05])
+    gt[rng.random((v, s)) < 0.05, 0] = -1  # missing
+    gt[rng.random((v, s)) < 0.02, 1] = -2  # fill of a lower ploidy
+    return gt
+
+
+@pytest.mark.parametrize("ploidy", [2, 3])
+def test_calls_from_genotypes__equal_the_float_dosages_with_minus_one_for_missing(
+    ploidy: int,
+) -> None:
+    rng = np.random.default_rng(0)
+    gt = rng.choice(np.array([-2, -1, 0, 1, 2], dtype=np.int8), size=(37, 23, ploidy))
+    lazy = da.from_array(gt, chunks=(10, 7, ploidy))
+    calls = _compact.calls_from_genotypes(lazy).compute()
+    ref = preprocess.dosage_from_genotypes(lazy).compute()
+    assert calls.dtype == np.int8
+    np.testing.assert_array_equal(calls == -1, np.isnan(ref))
+    np.testing.assert_array_equal(calls[calls >= 0], ref[~np.isnan(ref)])
+
+
+@pytest.mark.parametrize("with_reference", [False, True])
+def test_call_statistics__equal_the_float_statistics_pass(with_reference: bool) -> None:
+    rng = np.random.default_rng(1)
+    gt = da.from_array(_random_genotypes(rng, 41, 29), chunks=(9, 11, 2))
+    reference = rng.random(29) < 0.6 if with_reference else None
+    got = da.compute(_compact.call_statistics(_compact.calls_from_genotypes(gt), reference))[0]
+    want = da.compute(
+        preprocess.genotype_statistics(preprocess.dosage_from_genotypes(gt), reference)
+    )[0]
+    assert sorted(got) == sorted(want)
+    for key in want:
+        np.testing.assert_array_equal(got[key], want[key], err_msg=key)
+        assert got[key].dtype == want[key].dtype, key
+
+
+def test_standardized__equals_the_float64_path_to_float32_rounding() -> None:
+    rng = np.random.default_rng(2)
+    gt = da.from_array(_random_genotypes(rng, 50, 31), chunks=(20, 31, 2))
+    calls = _compact.calls_from_genotypes(gt)
+    centre = rng.uniform(0.2, 1.8, 50)
+    scale = rng.uniform(0.3, 1.0, 50)
+    compact = _compact.CompactCalls(calls.rechunk((13, 31)), "memory", None, True, 50 * 31)
+    got = _compact.standardized(compact, centre, scale)
+    want = preprocess.standardize(preprocess.dosage_from_genotypes(gt), centre, scale).compute()
+    assert got.dtype == np.float32 and got.shape == (31, 50)
+    np.testing.assert_allclose(got.compute(), want, rtol=2e-6, atol=2e-6)
+    assert np.all(got.compute()[want == 0] == 0)  # missing calls sit exactly at the centre
+
+
+def test_standardized__raises_on_a_non_positive_scale() -> None:
+    calls = da.zeros((3, 4), dtype=np.int8, chunks=(3, 4))
+    compact = _compact.CompactCalls(calls, "memory", None, False, 12)
+    with pytest.raises(ParameterError, match="scale must be finite and > 0"):
+        _compact.standardized(compact, np.ones(3), np.array([1.0, 0.0, 1.0]))
+
+
+def _compact_of(gt: np.ndarray, keep_v: np.ndarray, keep_s: np.ndarray, **kw: Any) -> Any:
+    calls = _compact.calls_from_genotypes(da.from_array(gt, chunks=(16, 9, 2)))
+    return _compact.compact_calls(calls, keep_v, keep_s, Executor("sync"), has_missing=True, **kw)
+
+
+def test_compact_calls__in_memory_under_the_budget_in_a_removed_store_over_it(
+    tmp_path: Path,
+) -> None:
+    rng = np.random.default_rng(3)
+    gt = _random_genotypes(rng, 70, 20)
+    keep_v, keep_s = rng.random(70) < 0.5, rng.random(20) < 0.8
+    want = _compact.calls_from_genotypes(da.from_array(gt)).compute()[keep_v][:, keep_s]
+    with _compact_of(gt, keep_v, keep_s, memory_budget=10**6) as mem:
+        assert mem.where == "memory" and mem.path is None
+        np.testing.assert_array_equal(mem.calls.compute(), want)
+    with _compact_of(gt, keep_v, keep_s, memory_budget=100, spill_dir=tmp_path) as disk:
+        assert disk.where == "zarr" and disk.path is not None
+        assert disk.path.parent == tmp_path and disk.path.is_dir()
+        assert disk.calls.chunks[1] == (int(keep_s.sum()),)  # chunks span all samples
+        np.testing.assert_array_equal(disk.calls.compute(), want)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_compact_calls__removes_the_temporary_store_when_the_fit_fails(tmp_path: Path) -> None:
+    rng = np.random.default_rng(4)
+    gt = _random_genotypes(rng, 30, 10)
+    keep = np.ones(30, dtype=bool)
+    with pytest.raises(RuntimeError, match="the fit failed"):
+        with _compact_of(gt, keep, np.ones(10, dtype=bool), memory_budget=0, spill_dir=tmp_path):
+            assert len(list(tmp_path.iterdir())) == 1
+            raise RuntimeError("the fit failed")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_statistics_and_candidates__writes_the_rows_that_pass_the_filters(tmp_path: Path) -> None:
+    rng = np.random.default_rng(5)
+    gt = _random_genotypes(rng, 60, 25)
+    gt[:5] = 0  # monomorphic
+    calls = _compact.calls_from_genotypes(da.from_array(gt, chunks=(16, 10, 2)))
+    filt = _compact.CandidateFilter(min_maf=0.1, max_missing=0.08, ploidy=2, n_samples=25)
+    ref = rng.random(25) < 0.5
+    out = da.compute(_compact.statistics_and_candidates(calls, ref, filt, tmp_path))[0]
+    want = da.compute(_compact.call_statistics(calls, ref))[0]
+    for key in want:
+        np.testing.assert_array_equal(out[key], want[key], err_msg=key)
+    stats = preprocess.GenotypeStats.from_pass(want, 25)
+    maf, miss = stats.minor_allele_frequency, stats.missing_rate
+    expected = (maf > 0) & (maf >= 0.1) & (miss <= 0.08)
+    np.testing.assert_array_equal(out["candidate"], expected)
+    assert 0 < expected.sum() < 60
+    cand = _compact.Candidates(tmp_path, out["candidate"], calls.chunks[0])
+    keep = expected & (rng.random(60) < 0.7)
+    compact = _compact.compact_from_parts(
+        cand, keep, Executor("sync"), has_missing=True, memory_budget=10**6
+    )
+    assert compact is not None and compact.where == "memory"
+    np.testing.assert_array_equal(compact.calls.compute(), calls.compute()[keep])
+    spilled = _compact.compact_from_parts(
+        cand, keep, Executor("sync"), has_missing=True, memory_budget=0
+    )
+    assert spilled is not None and spilled.where == "zarr"
+    np.testing.assert_array_equal(spilled.calls.compute(), calls.compute()[keep])
+    # a kept variant that is not a candidate: the raw store must be read again
+    assert _compact.compact_from_parts(cand, ~expected, Executor("sync"), has_missing=True) is None
+
+
+def test_compact_calls__raises_over_the_budget_without_a_directory() -> None:
+    gt = np.zeros((10, 4, 2), dtype=np.int8)
+    with pytest.raises(ParameterError, match="over the memory budget"):
+        with _compact_of(gt, np.ones(10, dtype=bool), np.ones(4, dtype=bool), memory_budget=1):
+            pass
+
+
+@pytest.mark.parametrize(("p", "serial"), [(300, True), (1500, False)])
+def test_top_eigh__small_dense_eigensolves_run_on_one_blas_thread(
+    p: int, serial: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import threadpoolctl
+
+    from mspca_dask import _solver
+
+    seen: list[int] = []
+    eigh = _solver.sla.eigh
+
+    def spy(*args: Any, **kw: Any) -> Any:
+        seen.append(max(i["num_threads"] for i in threadpoolctl.threadpool_info()))
+        return eigh(*args, **kw)
+
+    monkeypatch.setattr(_solver.sla, "eigh", spy)
+    A = np.diag(np.arange(p, dtype=float))
+    with threadpoolctl.threadpool_limits(limits=2, user_api="blas"):
+        vals, _ = _solver.top_eigh(A, 3)
+    np.testing.assert_array_equal(vals, [p - 1, p - 2, p - 3])
+    assert seen == ([1] if serial else [2])
+
+
+# ------------------------------------------------------------------------------ the job
+
+pytest.importorskip("stdpopsim", reason="needs the genomics extra")
+pytest.importorskip("bio2zarr", reason="needs the genomics extra")
+
+from mspca_dask import genomics as gx  # noqa: E402
+from mspca_dask import io as io_mod  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def cohort(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    root = tmp_path_factory.mktemp("compact-cohort")
+    cfg = gx.SimulateConfig(
+        populations={"CEU": 90, "YRI": 12}, length=1_500_000, seed=3, variants_chunk_size=700
+    )
+    return gx.simulate_cohort(root / "cohort.vcz", metadata=root / "samples.tsv", config=cfg)
+
+
+def _job(tmp_path: Path, cohort: dict[str, Any], name: str, compute: str = "") -> gx.JobConfig:
+    text = textwrap.dedent(
+        f"""
+        [input]
+        store = "{cohort["store"]}"
+        sample_metadata = "{cohort["metadata"]}"
+        [reference]
+        metadata_column = "population"
+        metadata_values = ["CEU"]
+        [pca]
+        n_components = 4
+        [compute]
+        {compute}
+        [output]
+        dir = "out/{name}"
+        [report]
+        enabled = false
+        """
+    )
+    path = tmp_path / f"{name}.toml"
+    path.write_text(text)
+    return gx.load_config(path)
+
+
+def test_run_job__reads_each_raw_chunk_once_and_fits_on_the_compact_matrix(
+    tmp_path: Path, cohort: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    reads: Counter[tuple[str | None, str]] = Counter()
+    original = io_mod._ZarrChunkReader.__getitem__
+
+    def counting(self: Any, key: Any) -> np.ndarray:
+        block = original(self, key)
+        if block.size:  # not dask's zero-size probe of the dtype
+            reads[(self.variable, repr(key))] += 1
+        return block
+
+    monkeypatch.setattr(io_mod._ZarrChunkReader, "__getitem__", counting)
+    out = gx.run_job(_job(tmp_path, cohort, "counted"))
+    raw = {k: v for k, v in reads.items() if k[0] == "call_genotype"}
+    n_chunks = len(da.from_zarr(cohort["store"], component="call_genotype").chunks[0])
+    # the statistics pass writes the candidate rows; the fit's passes never touch the raw store
+    assert len(raw) == n_chunks and set(raw.values()) == {1}
+    assert out.dataset is not None
+    assert int(out.dataset.attrs["n_passes"]) >= 2  # statistics + at least one fit pass
+    assert not list((tmp_path / "out").glob(f"{_compact.TEMP_PREFIX}*"))
+
+
+def test_run_job__same_result_in_memory_spilled_and_on_the_old_path(
+    tmp_path: Path, cohort: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    mem = gx.run_job(_job(tmp_path, cohort, "memory")).dataset
+    disk = gx.run_job(_job(tmp_path, cohort, "disk", 'memory_budget = "0 B"')).dataset
+    assert not list((tmp_path / "out").glob(f"{_compact.TEMP_PREFIX}*"))
+    monkeypatch.setattr(gx._compact, "calls_from_genotypes", lambda gt: None)
+    old = gx.run_job(_job(tmp_path, cohort, "old")).dataset
+    assert mem is not None and disk is not None and old is not None
+    for var in ("eigenvalue", "knockoff_eigenvalue", "stable", "sample_score"):
+        np.testing.assert_array_equal(mem[var].values, disk[var].values, err_msg=var)
+    np.testing.assert_allclose(mem["eigenvalue"].values, old["eigenvalue"].values, rtol=1e-5)
+    np.testing.assert_array_equal(mem["stable"].values, old["stable"].values)
+    for k in range(mem.sizes["component"]):
+        a, b = mem["sample_score"].values[:, k], old["sample_score"].values[:, k]
+        r = np.corrcoef(a, b)[0, 1]
+        assert abs(r) > 0.9999, (k, r)
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"), [(123, 123), ("512 MiB", 512 * 2**20), ("2GB", 2 * 10**9)]
+)
+def test_load_config__memory_budget_takes_bytes_or_units(
+    tmp_path: Path, cohort: dict[str, Any], value: Any, expected: int
+) -> None:
+    text = f"memory_budget = {value!r}" if isinstance(value, str) else f"memory_budget = {value}"
+    assert _job(tmp_path, cohort, "budget", text).memory_budget == expected
+
+
+def test_load_config__memory_budget_raises_on_a_bad_size(
+    tmp_path: Path, cohort: dict[str, Any]
+) -> None:
+    with pytest.raises(gx.ConfigError, match="memory_budget must be a size in bytes"):
+        _job(tmp_path, cohort, "bad", 'memory_budget = "lots"')
