@@ -203,6 +203,29 @@ def test_write_dataset_atomic__overwrite_refuses_foreign_memory_store(small_resu
     assert zarr.open_group(url, mode="r").attrs["owner"] == "someone else"
 
 
+def test_write_dataset_atomic__memory_overwrite_keeps_old_result_until_new_is_written(
+    small_result: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import fsspec
+    import xarray as xr
+
+    root = f"mspca-safety-{uuid.uuid4().hex}"
+    url = f"memory://{root}/r.zarr"
+    small_result.to_zarr(url)
+
+    def broken(*args: Any, **kwargs: Any) -> None:
+        raise OSError("bucket went away mid-write")
+
+    monkeypatch.setattr(xr.Dataset, "to_zarr", broken)
+    with pytest.raises(OSError, match="bucket went away"):
+        small_result.to_zarr(url, overwrite=True)
+    monkeypatch.undo()
+    assert mspca_dask.open_result(url).n_components == 3
+    assert fsspec.filesystem("memory").ls(f"/{root}", detail=False) == [f"/{root}/r.zarr"]
+    small_result.to_zarr(url, overwrite=True)  # and a working overwrite leaves no sibling
+    assert fsspec.filesystem("memory").ls(f"/{root}", detail=False) == [f"/{root}/r.zarr"]
+
+
 # ------------------------------------------------------------------ fit(out=...)
 
 
