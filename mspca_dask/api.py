@@ -109,8 +109,8 @@ def fit(
     solver : {"auto", "exact", "randomized"}
         ``"exact"`` accumulates the smaller Gram matrix in one pass and diagonalises it on the
         driver; ``"randomized"`` runs a block-Krylov iteration whose eigenvalues are certified
-        by residual bounds; ``"auto"`` picks the one a cost model fitted to measured
-        timings predicts faster (see ``_choose_solver``; ``benchmarks/results/runtime.md``).
+        by residual bounds; ``"auto"`` picks the one that a cost model fitted to measured
+        timings predicts faster (``benchmarks/results/runtime.md``).
     n_knockoffs : int
         ``B``, the number of independent knockoffs; each statistic is their median.
     knockoff_weight : float
