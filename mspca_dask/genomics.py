@@ -257,6 +257,8 @@ class JobConfig:
         d = dataclasses.asdict(self)
         for k in ("overwrite", "scheduler", "workers", "config_path", "output_dir", "name"):
             d.pop(k)
+        if not d["allow_missing_chunks"]:  # recorded only when used: old fingerprints hold
+            d.pop("allow_missing_chunks")
         return json.loads(json.dumps(d, default=str))
 
     # ------------------------------------------------------------------ parsing

@@ -477,6 +477,8 @@ def test_run_job__missing_genotype_chunk_fails_unless_allowed(
     outcome = gx.run_job(gx.load_config(cfg))
     params = json.loads(gx.open_genomics_result(outcome.output_dir).attrs["params"])
     assert params["allow_missing_chunks"] is True
+    assert "allow_missing_chunks" not in gx.load_config(_config(tmp_path, cohort, name="b"))\
+        .fingerprint_params()  # not used: not recorded, and fingerprints of old results hold
 
 
 def test_run_job__summary_and_report_quote_this_run(
