@@ -395,7 +395,8 @@ def missing_chunks(array: Any) -> tuple[int, list[tuple[int, ...]]]:
     listed = _listing(array.store_path.store, prefix)
     head = f"{prefix}/" if prefix else ""
     encode = array.metadata.encode_chunk_key
-    count, first = 0, []
+    count = 0
+    first: list[tuple[int, ...]] = []
     for coords in itertools.product(*(range(g) for g in grid)):
         if head + encode(coords) not in listed:
             count += 1

@@ -111,8 +111,8 @@ def fit(
     solver : {"auto", "exact", "randomized"}
         ``"exact"`` accumulates the smaller Gram matrix in one pass and diagonalises it on the
         driver; ``"randomized"`` runs a block-Krylov iteration whose eigenvalues are certified
-        by residual bounds; ``"auto"`` picks the one a cost model fitted to measured
-        timings predicts faster (see ``_choose_solver``; ``benchmarks/results/runtime.md``).
+        by residual bounds; ``"auto"`` picks the one that a cost model fitted to measured
+        timings predicts faster (``benchmarks/results/runtime.md``).
     n_knockoffs : int
         ``B``, the number of independent knockoffs; each statistic is their median.
     knockoff_weight : float
@@ -721,6 +721,7 @@ class _Fit:
     _last_block: int = 0
     _n_blocks: int = 0
     _single_used: bool = False  # some products were computed at single precision
+    _exhausted: bool = False  # a Krylov pass found no new direction
     _image_norm: float = 0.0  # largest ‖MᵀM v‖/n over the basis vectors v (see _rounding)
     _worst_bound: float = float("inf")
     _base_dense: tuple[LowRank, np.ndarray] | None = None
@@ -956,7 +957,13 @@ class _Fit:
                     # the bound, for the warning
                     self._krylov_settled(spec, knock, history, s2, tol)
                 warnings.warn(
-                    f"the randomized solver stopped at its pass budget ({self.max_passes}) with "
+                    "the randomized solver stopped "
+                    + (
+                        "with its Krylov space exhausted"
+                        if self._exhausted
+                        else f"at its pass budget ({self.max_passes})"
+                    )
+                    + " with "
                     f"an eigenvalue error bound of {self._worst_bound:.3g}, above the target "
                     f"{tol:.3g}; the invariance check may be unreliable. Raise max_passes or use "
                     f"solver='exact'.",
@@ -965,7 +972,12 @@ class _Fit:
                 )
                 return spec, knock, strength, s2, eps
             history.append(spec.values)
-            self._krylov_pass(f"mspca-pass-{self.executor.n_passes + 1}")
+            if not self._krylov_pass(f"mspca-pass-{self.executor.n_passes + 1}"):
+                # No new direction: the Krylov space is exhausted and no pass can tighten the
+                # bounds (e.g. rounding of huge values dominates); stop with the warning
+                # below instead of looping without passes.
+                self.max_passes = min(self.max_passes, self.executor.n_passes + 1)
+                self._exhausted = True
 
     def _finish(
         self,

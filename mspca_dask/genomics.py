@@ -74,6 +74,7 @@ import numpy as np
 
 from . import _compact, preprocess
 from ._execution import Executor
+from ._safety import check_chunks_present, check_output_not_input, foreign_error, is_replaceable
 from .errors import (
     USAGE_ERRORS,
     DTypeError,
@@ -147,9 +148,8 @@ SIMULATION_ATTR = "mspca_simulation"
 CENTRING_NOTE = (
     "Allele frequencies (centre and scale) come from a reference set of samples, not from all "
     "samples: centring by the all-sample mean cancels the overlap between the knockoff and a "
-    "shifted population, so a shifted minority would look 'stable' (stdpopsim Out-of-Africa, "
-    "200 CEU + 20 YRI: YRI spike 3509.12 -> 3508.97 with all-sample frequencies, wrongly "
-    "stable; 2826.7 -> 2377.4 with CEU frequencies, flagged as a mean shift)."
+    "shifted population, so a shifted minority would look 'stable'. Set [report] "
+    "compare_all_sample_centring = true to see what all-sample centring gives on this run."
 )
 AXES_NOTE = (
     "Samples are the observations of the PCA (n = number of samples analysed) and variants "
@@ -232,6 +232,7 @@ class JobConfig:
     workers: int = 2
     memory_budget: int = _compact.DEFAULT_MEMORY_BUDGET
     overwrite: bool = False
+    allow_missing_chunks: bool = False
     fingerprint: str = "listing"
     report: bool = True
     compare_all_sample_centring: bool = False
@@ -258,6 +259,8 @@ class JobConfig:
         for k in ("overwrite", "scheduler", "workers", "config_path", "output_dir", "name"):
             d.pop(k)
         d.pop("memory_budget")  # where the compact matrix lives, not what it holds
+        if not d["allow_missing_chunks"]:  # recorded only when used: old fingerprints hold
+            d.pop("allow_missing_chunks")
         return json.loads(json.dumps(d, default=str))
 
     # ------------------------------------------------------------------ parsing
@@ -290,6 +293,7 @@ class JobConfig:
                 "sample_metadata",
                 "metadata_id_column",
                 "color_by",
+                "allow_missing_chunks",
             },
             "reference": {
                 "samples",
@@ -442,6 +446,9 @@ class JobConfig:
                 "[compute] memory_budget",
             ),
             overwrite=_bool(out.get("overwrite", False), "[output] overwrite"),
+            allow_missing_chunks=_bool(
+                inp.get("allow_missing_chunks", False), "[input] allow_missing_chunks"
+            ),
             fingerprint=_choice(
                 out.get("fingerprint", "listing"), "[output] fingerprint", ("listing", "content")
             ),
@@ -781,6 +788,7 @@ def open_vcf_zarr(
     genotype_variable: str = "auto",
     ploidy: int | None = None,
     storage_options: Mapping[str, Any] | None = None,
+    allow_missing_chunks: bool = False,
 ) -> VcfZarr:
     """Open a VCF Zarr store (bio2zarr's layout) lazily.
 
@@ -795,11 +803,16 @@ def open_vcf_zarr(
         Alleles per call for a dosage variable (default 2); read from ``call_genotype``.
     storage_options : mapping, optional
         fsspec options for URLs.
+    allow_missing_chunks : bool
+        Read genotype chunks absent from the store as the fill value instead of refusing it.
 
     Raises
     ------
     SourceNotFoundError
         No Zarr group at ``store``.
+    ChunkReadError
+        A chunk of the genotype variable is missing from the store's listing and
+        ``allow_missing_chunks`` is False.
     VariableNotFoundError
         A required variable (``sample_id``, ``variant_position``, the genotypes) is missing.
     """
@@ -836,6 +849,13 @@ def open_vcf_zarr(
     else:
         var = genotype_variable
     arr = need(var)
+    # zarr reads absent chunks as fill values: compare the genotypes' chunks with the listing.
+    # (call_genotype_mask is not read here, and bio2zarr leaves its all-False chunks unwritten.)
+    n_missing = check_chunks_present(
+        arr, f"VCF Zarr {store}", var, allow_missing=allow_missing_chunks
+    )
+    if n_missing:
+        logger.warning("%s: %d chunk(s) of %s read as fill values", store, n_missing, var)
     where = f"VCF Zarr {store} variable {var!r}"
     reader = _ZarrChunkReader(arr, f"VCF Zarr {store}", var)
     calls: da.Array | None = None
@@ -1497,10 +1517,38 @@ GENOMICS_ATTRS: dict[str, tuple[str, bool, str]] = {
     "n_variants_analysed": ("int", True, "d: variants analysed (the features)."),
     "n_imputed_calls": ("int", True, "Missing calls imputed with the reference frequency."),
     "n_passes": ("int", True, "Passes over the genotypes (statistics, compaction, fit)."),
+    "n_passes_detail": ("str", False, "How n_passes splits between QC, the fit, the comparison."),
     "axes": ("str", True, "Which axis is n and which is d."),
     "centring_note": ("str", True, "Why the frequencies come from a reference set."),
     "centring_comparison": ("str", False, "The fit with all-sample centring, JSON (report)."),
 }
+
+
+def _passes_detail(n_passes: int, an: Analysis) -> str:
+    """``"QC, statistics and compaction 1 + MS-PCA fit 2 (+ comparison 2)"``."""
+    fit = int(an.result.n_passes)
+    comp = int(an.comparison["result"].n_passes) if an.comparison is not None else 0
+    text = f"QC, statistics and compaction {int(n_passes) - fit - comp} + MS-PCA fit {fit}"
+    return text + (f" + all-sample-centring comparison {comp}" if comp else "")
+
+
+def _centring_this_run(a: Mapping[str, Any]) -> str:
+    """What centred this run, and (when it was computed) what all-sample centring gave."""
+    text = (
+        f"This run: {a['reference_mode']}: {a['reference_description']} (scale from "
+        f"{a['scale_from']} frequencies)."
+    )
+    if "centring_comparison" not in a:
+        return text
+    c = json.loads(a["centring_comparison"])
+    if not c["eigenvalue"]:
+        return text
+    k = 0
+    return text + (
+        f" With all-sample centring instead, eigenpair {k} of this run went from "
+        f"{c['eigenvalue'][k]:.6g} to {c['knockoff_eigenvalue'][k]:.6g} under the knockoffs "
+        f"(median; judged {c['verdict'][k]!r})."
+    )
 
 
 def build_dataset(
@@ -1589,6 +1637,7 @@ def build_dataset(
         "n_variants_analysed": int(res.n_features),
         "n_imputed_calls": int(an.n_imputed_calls),
         "n_passes": int(n_passes),
+        "n_passes_detail": _passes_detail(n_passes, an),
         "axes": AXES_NOTE,
         "centring_note": CENTRING_NOTE,
     }
@@ -1980,7 +2029,12 @@ def _report_html(ds: xr.Dataset, pngs: Mapping[str, bytes]) -> str:
         ("reference", f"{a['reference_mode']}: {a['reference_description']}"),
         ("scale from", a["scale_from"]),
         ("seed", a["random_state"]),
-        ("passes over the genotypes", a["n_passes"]),
+        (
+            "passes over the genotypes",
+            f"{a['n_passes']} ({a['n_passes_detail']})"
+            if "n_passes_detail" in a
+            else a["n_passes"],
+        ),
         ("timings (s)", a["timings"]),
         ("versions", a["versions"]),
     ]
@@ -2002,8 +2056,7 @@ mean-shift PC(s) among the top {ds.sizes["component"]} eigenpairs of
 n = {a["n_samples_analysed"]} samples &times; d = {a["n_variants_analysed"]} variants.
 {esc(AXES_NOTE)}</p>
 <div class="note"><strong>Centring.</strong> {esc(CENTRING_NOTE)}<br>
-<strong>This run:</strong> {esc(a["reference_mode"])} &mdash; {esc(a["reference_description"])}
-(scale from {esc(a["scale_from"])} frequencies).</div>
+{esc(_centring_this_run(a))}</div>
 <h2>Spectrum and knockoff movement</h2>
 {img("spectrum", _CAPTIONS["spectrum"])}
 {table(_EIG_HEADER, eig_rows)}
@@ -2050,7 +2103,19 @@ def _job_lock(output_dir: Path) -> Iterator[None]:
 
 
 def _remove_stale(output_dir: Path) -> None:
-    """Remove the hidden leftovers of crashed runs (only called while holding the lock)."""
+    """Remove the hidden leftovers of crashed runs (only called while holding the lock).
+
+    A run killed between moving the old result aside and renaming the new one into place
+    leaves no ``output_dir`` but a complete ``.NAME.old-*``: that old result is put back.
+    """
+    if not (output_dir.exists() or output_dir.is_symlink()):
+        from .io import is_complete
+
+        for old in sorted(output_dir.parent.glob(f".{output_dir.name}.old-*")):
+            if is_complete(str(old / RESULT_NAME)):
+                logger.info("restoring the result moved aside by an interrupted run: %s", old)
+                os.replace(old, output_dir)
+                break
     for pattern in (f".{output_dir.name}.tmp-*", f".{output_dir.name}.old-*"):
         for p in output_dir.parent.glob(pattern):
             logger.info("removing the leftovers of an interrupted run: %s", p)
@@ -2058,22 +2123,13 @@ def _remove_stale(output_dir: Path) -> None:
 
 
 def _commit_dir(tmp: Path, target: Path, overwrite: bool) -> None:
-    """Rename the finished ``tmp`` to ``target`` (an old ``target`` moved aside first)."""
-    aside = None
-    if target.exists() or target.is_symlink():
-        if not overwrite:
-            raise ResultExistsError(f"{target} appeared while the job was running")
-        aside = target.parent / f".{target.name}.old-{uuid.uuid4().hex}"
-        os.replace(target, aside)
-    os.replace(tmp, target)
-    with contextlib.suppress(OSError):
-        fd = os.open(target.parent, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-    if aside is not None:
-        shutil.rmtree(aside, ignore_errors=True)
+    """Rename the finished ``tmp`` to ``target`` by the rules of every result we write
+    (:func:`mspca_dask.io._commit`): only a directory holding our result (or an empty one)
+    is replaced, the old one is moved aside and put back if the rename fails."""
+    from .io import _commit, _fsync_dir
+
+    _commit(str(tmp), str(target), overwrite, uuid.uuid4().hex, result_name=RESULT_NAME)
+    _fsync_dir(str(target.parent))
 
 
 def _existing_fingerprint(output_dir: Path) -> str | None:
@@ -2353,6 +2409,10 @@ def run_job(cfg: JobConfig, *, overwrite: bool | None = None) -> JobOutcome:
                 "the report needs matplotlib: pip install 'mspca-dask[genomics]', or set "
                 "[report] enabled = false"
             ) from exc
+    # Before the lock, whose file sits next to the output: never write into or over the input.
+    check_output_not_input(
+        out, [cfg.store], storage_options=cfg.storage_options, what="[output] dir"
+    )
     with _job_lock(out):
         _remove_stale(out)
         timings: dict[str, float] = {}
@@ -2387,6 +2447,8 @@ def run_job(cfg: JobConfig, *, overwrite: bool | None = None) -> JobOutcome:
                 f"{out} holds {what}; set [output] overwrite = true (or pass --overwrite) to "
                 "replace it, or choose another [output] dir"
             )
+        if (out.exists() or out.is_symlink()) and not is_replaceable(out, result_name=RESULT_NAME):
+            raise foreign_error(str(out), "[output] dir")
         ds, an = _compute(cfg, input_fp, job_fp, timings)
         t0 = time.perf_counter()
         tmp = out.parent / f".{out.name}.tmp-{uuid.uuid4().hex}"
@@ -2411,6 +2473,7 @@ def _compute(
         genotype_variable=cfg.genotype_variable,
         ploidy=cfg.ploidy,
         storage_options=cfg.storage_options,
+        allow_missing_chunks=cfg.allow_missing_chunks,
     )
     metadata = None
     labels = None
@@ -2480,9 +2543,11 @@ def _write_outputs(ds: xr.Dataset, an: Analysis, directory: Path, cfg: JobConfig
     """Everything into ``directory`` (the hidden temporary one): report first, result last."""
     from .io import write_dataset_atomic
 
+    a = ds.attrs
     (directory / "summary.txt").write_text(
-        f"{CENTRING_NOTE}\n\nreference: {ds.attrs['reference_mode']}: "
-        f"{ds.attrs['reference_description']}\n{AXES_NOTE}\n\n{an.result.summary()}\n"
+        f"{CENTRING_NOTE}\n\n{_centring_this_run(a)}\n{AXES_NOTE}\n\n"
+        f"passes over the genotypes: {a['n_passes']} ({a['n_passes_detail']}); the MS-PCA "
+        f"summary below counts the fit's own {an.result.n_passes}\n\n{an.result.summary()}\n"
     )
     if cfg.report:
         write_report(ds, an, directory)

@@ -20,6 +20,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
+import posixpath
 import shutil
 import uuid
 from dataclasses import dataclass, field
@@ -930,6 +931,8 @@ def _write_and_mark(
     where: str,
     zarr_format: int,
     storage_options: Mapping[str, Any] | None,
+    *,
+    mark: bool = True,
 ) -> None:
     """Write ``ds`` at ``where``, then set the completion flag as the very last write."""
     kwargs: dict[str, Any] = {}
@@ -941,6 +944,14 @@ def _write_and_mark(
     if zarr_format == 3:
         kwargs["encoding"] = _checksummed(ds)
     ds.to_zarr(where, mode="w", zarr_format=zarr_format, consolidated=consolidated, **kwargs)
+    if mark:
+        _mark_complete(where, storage_options, consolidated)
+
+
+def _mark_complete(
+    where: str, storage_options: Mapping[str, Any] | None, consolidated: bool
+) -> None:
+    """Set the completion flag (and refresh format 2's consolidated metadata)."""
     store, _ = _zarr_store(where, storage_options, read_only=False)
     group = zarr.open_group(store=store, mode="r+", use_consolidated=False)
     group.attrs[COMPLETE_ATTR] = True
@@ -1021,11 +1032,18 @@ def _write_remote(
     zarr_format: int,
     storage_options: Mapping[str, Any] | None,
 ) -> str:
-    """Write to an object store in place; the completion flag is the last write."""
+    """Write to an object store; the completion flag is the last write.
+
+    An existing result (``overwrite``) is kept until the new one is written: the new store is
+    written beside it under a hidden name, the old one moved aside, the new one moved into
+    place and flagged complete, and only then is the old one deleted (put back if the move
+    fails).  Object stores move by copying, so the flag is set after the move.
+    """
     import fsspec
 
     fs, fs_path = fsspec.core.url_to_fs(url, **dict(storage_options or {}))
-    if fs.exists(fs_path):
+    exists = fs.exists(fs_path)
+    if exists:
         if not is_replaceable(url, storage_options=storage_options):
             raise foreign_error(url, "the output")
         if not overwrite:
@@ -1038,7 +1056,25 @@ def _write_remote(
                 f"{url} already exists and is not a complete result (an interrupted "
                 "write, or other data); pass overwrite=True to replace it"
             )
-        # Remove the old store first so that its completion flag cannot outlive it.
-        fs.rm(fs_path, recursive=True)
-    _write_and_mark(ds, url, zarr_format, storage_options)
+    if not exists:
+        _write_and_mark(ds, url, zarr_format, storage_options)
+        return url
+    parent, name = posixpath.split(str(fs_path).rstrip("/"))
+    token = uuid.uuid4().hex
+    tmp, aside = f"{parent}/.{name}.tmp-{token}", f"{parent}/.{name}.old-{token}"
+    try:
+        _write_and_mark(ds, fs.unstrip_protocol(tmp), zarr_format, storage_options, mark=False)
+        fs.mv(fs_path, aside, recursive=True)
+        try:
+            fs.mv(tmp, fs_path, recursive=True)
+        except BaseException:
+            if fs.exists(fs_path):
+                fs.rm(fs_path, recursive=True)
+            fs.mv(aside, fs_path, recursive=True)  # put the old result back
+            raise
+    finally:
+        if fs.exists(tmp):
+            fs.rm(tmp, recursive=True)
+    _mark_complete(url, storage_options, zarr_format == 2)
+    fs.rm(aside, recursive=True)
     return url

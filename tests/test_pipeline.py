@@ -27,7 +27,14 @@ pytest.importorskip("bio2zarr", reason="needs the genomics extra")
 pytest.importorskip("cyvcf2", reason="needs the genomics extra")
 
 from mspca_dask import genomics as gx  # noqa: E402
-from mspca_dask.errors import ResultExistsError, SourceNotFoundError  # noqa: E402
+from mspca_dask.errors import (  # noqa: E402
+    ChunkReadError,
+    ForeignOutputError,
+    OutputOverlapsInputError,
+    ResultCorruptError,
+    ResultExistsError,
+    SourceNotFoundError,
+)
 from mspca_dask.io import is_complete  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
@@ -412,3 +419,94 @@ def test_register_cli__adds_the_genomics_subcommand_to_a_parser(
     args = parser.parse_args(["genomics", "run", str(tskit_run[0]), "--quiet"])
     assert args.handler(args) == gx.EXIT_OK
     assert capsys.readouterr().out.startswith("up to date:")
+
+
+# ------------------------------------------------------------------ data safety (issue 14)
+
+
+def _own_copy(cohort: dict[str, Any], tmp_path: Path) -> dict[str, Any]:
+    """A private copy of a session cohort, so a test may damage it."""
+    store = tmp_path / "cohort.vcz"
+    shutil.copytree(cohort["store"], store)
+    return {**cohort, "store": str(store)}
+
+
+def _tree(path: Path) -> list[str]:
+    return sorted(str(p.relative_to(path)) for p in path.rglob("*"))
+
+
+@pytest.mark.parametrize("where", ["same", "inside", "parent"])
+def test_run_job__refuses_output_dir_overlapping_input(
+    tskit_cohort: dict[str, Any], tmp_path: Path, where: str
+) -> None:
+    cohort = _own_copy(tskit_cohort, tmp_path)
+    store = Path(cohort["store"])
+    before = _tree(store)
+    out = {"same": store, "inside": store / "out", "parent": tmp_path}[where]
+    cfg = _config(tmp_path, cohort, extra="[report]\nenabled = false\n")
+    cfg.write_text(cfg.read_text().replace('dir = "out/job"', f'dir = "{out}"\noverwrite = true'))
+    with pytest.raises(OutputOverlapsInputError, match="input store.*refused even with overwrite"):
+        gx.run_job(gx.load_config(cfg))
+    assert gx.main(["run", str(cfg), "--quiet"]) == gx.EXIT_USAGE
+    assert _tree(store) == before
+
+
+def test_run_job__overwrite_refuses_foreign_output_dir(
+    tskit_cohort: dict[str, Any], tmp_path: Path
+) -> None:
+    cfg = _config(tmp_path, tskit_cohort, extra="[report]\nenabled = false\n")
+    out = tmp_path / "out" / "job"
+    out.mkdir(parents=True)
+    (out / "notes.txt").write_text("keep me")
+    with pytest.raises(ForeignOutputError, match=r"\[output\] dir .*did not write"):
+        gx.run_job(gx.load_config(cfg), overwrite=True)
+    assert (out / "notes.txt").read_text() == "keep me"
+    assert _tree(out) == ["notes.txt"]
+
+
+def test_run_job__missing_genotype_chunk_fails_unless_allowed(
+    tskit_cohort: dict[str, Any], tmp_path: Path
+) -> None:
+    cohort = _own_copy(tskit_cohort, tmp_path)
+    (Path(cohort["store"]) / "call_genotype" / "3.0.0").unlink()
+    cfg = _config(tmp_path, cohort, extra="[report]\nenabled = false\n")
+    with pytest.raises(ChunkReadError, match=r"'call_genotype'.*chunk index \[3, 0, 0\]"):
+        gx.run_job(gx.load_config(cfg))
+    assert not (tmp_path / "out" / "job").exists()
+    cfg.write_text(cfg.read_text().replace("[input]\n", "[input]\nallow_missing_chunks = true\n"))
+    outcome = gx.run_job(gx.load_config(cfg))
+    params = json.loads(gx.open_genomics_result(outcome.output_dir).attrs["params"])
+    assert params["allow_missing_chunks"] is True
+    assert "allow_missing_chunks" not in gx.load_config(_config(tmp_path, cohort, name="b"))\
+        .fingerprint_params()  # not used: not recorded, and fingerprints of old results hold
+
+
+def test_run_job__summary_and_report_quote_this_run(
+    tskit_run: tuple[Path, gx.JobOutcome],
+) -> None:
+    out = tskit_run[1].output_dir
+    ds = gx.open_genomics_result(out)
+    total, detail = ds.attrs["n_passes"], ds.attrs["n_passes_detail"]
+    summary = (out / "summary.txt").read_text()
+    page = (out / "report.html").read_text()
+    assert f"passes over the genotypes: {total} ({detail})" in summary
+    assert f"<td>passes over the genotypes</td><td>{total} ({detail})</td>" in page
+    parts = [int(w) for w in detail.replace("+", " ").split() if w.isdigit()]
+    assert sum(parts) == total and len(parts) == 3  # QC, fit, all-sample comparison
+    comparison = json.loads(ds.attrs["centring_comparison"])
+    this_run = f"went from {comparison['eigenvalue'][0]:.6g} to"
+    assert this_run in summary and this_run in page
+    assert "3509.12" not in summary + page and "2826.7" not in summary + page
+
+
+def test_open_genomics_result__flipped_byte_is_a_clear_error(
+    tskit_run: tuple[Path, gx.JobOutcome], tmp_path: Path
+) -> None:
+    copy = tmp_path / "copy"
+    shutil.copytree(tskit_run[1].output_dir, copy)
+    chunk = copy / gx.RESULT_NAME / "sample_score" / "c" / "0" / "0"
+    data = bytearray(chunk.read_bytes())
+    data[len(data) // 2] ^= 0x04
+    chunk.write_bytes(bytes(data))
+    with pytest.raises(ResultCorruptError, match="damaged.*checksum"):
+        gx.open_genomics_result(copy)
