@@ -1525,7 +1525,7 @@ GENOMICS_ATTRS: dict[str, tuple[str, bool, str]] = {
 
 
 def _passes_detail(n_passes: int, an: Analysis) -> str:
-    """``"QC, statistics and compaction 1 + MS-PCA fit 2 (+ comparison 2)"``."""
+    """``"QC, statistics and compaction 2 + MS-PCA fit 2 (+ all-sample-centring comparison 2)"``."""
     fit = int(an.result.n_passes)
     comp = int(an.comparison["result"].n_passes) if an.comparison is not None else 0
     text = f"QC, statistics and compaction {int(n_passes) - fit - comp} + MS-PCA fit {fit}"
