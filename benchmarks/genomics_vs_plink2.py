@@ -392,8 +392,9 @@ def main(argv: list[str] | None = None) -> int:
         "",
         f"Load average (1 min) before each run: {[x[0] for x in loads]}.",
         "",
-        f"Our job, last run: {last['n_passes']} passes over genotypes in all (raw store: "
-        f"statistics + compaction; the rest over the compact int8 matrix); {last['fit']}; "
+        f"Our job, last run: {last['n_passes']} passes over genotypes in all (the raw store "
+        "is read once, by the statistics pass, which also writes the kept variants' rows; the "
+        f"rest read the compact int8 matrix); {last['fit']}; "
         "phases (s): "
         + ", ".join(f"{k} {v:.1f}" for k, v in last["timings"].items())
         + ". Verdicts: "
