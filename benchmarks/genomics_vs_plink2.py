@@ -240,6 +240,33 @@ def _plain_pca_scores(sim: dict[str, Any]) -> tuple[np.ndarray, dict[str, Any]]:
     return np.asarray(res.scores), info
 
 
+def _profile(cfg: Path, out: Path) -> dict[str, Any]:
+    """One more run of the job in this process, recording every pass (name, seconds)."""
+    from _bench import passes_of, record_passes
+
+    import mspca_dask.genomics as gx
+
+    fit_executors = record_passes()
+    job_executors: list[Any] = []
+    base = gx.Executor
+
+    class _Recording(base):  # type: ignore[misc, valid-type]
+        def __post_init__(self) -> None:
+            super().__post_init__()
+            job_executors.append(self)
+
+    gx.Executor = _Recording
+    try:
+        shutil.rmtree(out, ignore_errors=True)
+        t0 = time.perf_counter()
+        gx.run_job(gx.load_config(cfg))
+        seconds = time.perf_counter() - t0
+    finally:
+        gx.Executor = base
+    passes = [p for e in job_executors + fit_executors for p in passes_of(e)]
+    return {"seconds_in_process": seconds, "passes": passes}
+
+
 def _plink_eigenvec(path: Path, sample_ids: np.ndarray) -> np.ndarray:
     lines = path.read_text().splitlines()
     header = lines[0].lstrip("#").split()
@@ -255,6 +282,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--memory-budget", default=None, help="the job's [compute] memory_budget")
     ap.add_argument("--name", default="genomics_vs_plink2")
+    ap.add_argument(
+        "--exact-repeats", type=int, default=None, help="runs of plink2 --pca (default: --repeats)"
+    )
+    ap.add_argument("--profile", action="store_true", help="one more run in process, per pass")
     args = ap.parse_args(argv)
     if shutil.which("plink2") is None:
         print("plink2 not found: install it with `apt-get install plink2`; skipping.")
@@ -272,7 +303,13 @@ def main(argv: list[str] | None = None) -> int:
     runs: dict[str, list[dict[str, Any]]] = {"plink2_approx": [], "plink2_exact": [], "ours": []}
     loads: list[list[float]] = []
     for r in range(args.repeats):
-        for name in ("plink2_approx", "ours", "plink2_exact"):
+        exact_runs = args.repeats if args.exact_repeats is None else args.exact_repeats
+        names = (
+            ("plink2_approx", "ours", "plink2_exact")
+            if r < exact_runs
+            else ("plink2_approx", "ours")
+        )
+        for name in names:
             loads.append([round(x, 2) for x in os.getloadavg()])
             if name == "ours":
                 res = _ours(cfg, out)
@@ -284,6 +321,7 @@ def main(argv: list[str] | None = None) -> int:
             print(
                 f"repeat {r}: {name} {res['seconds']:.1f} s, peak {res['peak_rss'] / 2**20:.0f} MiB"
             )
+    profile = _profile(cfg, out) if args.profile else {"passes": [], "seconds_in_process": None}
     scores, plain = _plain_pca_scores(sim)
     from mspca_dask import genomics as gx
 
@@ -315,6 +353,7 @@ def main(argv: list[str] | None = None) -> int:
         "ratio_ours_to_plink2_approx": med["ours"] / med["plink2_approx"],
         "ratio_ours_to_plink2_exact": med["ours"] / med["plink2_exact"],
         "runs": runs,
+        "profile": profile,
         "plain_pca": {**plain, "abs_corr_with_plink2_pca": corr},
         "plink2_approx_abs_corr_with_plink2_pca": corr_approx,
     }
@@ -331,7 +370,7 @@ def main(argv: list[str] | None = None) -> int:
         f"Mb, {payload['cohort']['n_variants']:,} variants, MAF >= 0.05 keeps "
         f"{plain['variants_kept']:,}; VCF Zarr by bio2zarr's tskit2zarr (10,000 variants per "
         "chunk), PLINK 1 fileset by bed-reader's to_bed. Each tool in its own process, "
-        f"{THREADS} threads, alternating (approx, ours, exact) x {args.repeats}; peak memory is "
+        f"{THREADS} threads, alternating (approx, ours[, exact]) x {args.repeats}; peak memory is "
         "the resident set of the process tree, sampled every 20 ms.",
         "",
         "| run | median wall s | runs (s) | peak memory MiB | ratio to `--pca approx` |",
@@ -353,14 +392,25 @@ def main(argv: list[str] | None = None) -> int:
         "",
         f"Load average (1 min) before each run: {[x[0] for x in loads]}.",
         "",
-        f"Our job, last run: {last['n_passes']} passes over genotypes in all (raw store: "
-        f"statistics + compaction; the rest over the compact int8 matrix); {last['fit']}; "
+        f"Our job, last run: {last['n_passes']} passes over genotypes in all (the raw store "
+        "is read once, by the statistics pass, which also writes the kept variants' rows; the "
+        f"rest read the compact int8 matrix); {last['fit']}; "
         "phases (s): "
         + ", ".join(f"{k} {v:.1f}" for k, v in last["timings"].items())
         + ". Verdicts: "
         + ", ".join(last["verdicts"])
         + ".",
         "",
+        *(
+            [
+                "Passes of one more run of the job, in process (seconds): "
+                + ", ".join(f"{p['name']} {p['seconds']:.2f}" for p in profile["passes"])
+                + f"; whole job {profile['seconds_in_process']:.1f} s in process.",
+                "",
+            ]
+            if args.profile
+            else []
+        ),
         "## Same PCs as `plink2 --pca`",
         "",
         "Our plain PCA (same QC, all-sample Patterson scaling, `location=None`, solver "

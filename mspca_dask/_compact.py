@@ -1,17 +1,21 @@
 """The compact working matrix of the genomics job: kept variants as int8 calls, read once.
 
 A raw VCF Zarr ``call_genotype`` is ``(variants, samples, ploidy)`` int8 and, on a typical
-cohort, mostly variants that QC drops (rare ones): 343,117 variants of which ~28k pass
-MAF ≥ 0.05 on the Out-of-Africa benchmark cohort.  Decompressing and standardising all of it
-in every pass of the fit cost 12 × 70 s there.  So the job reads the raw store twice only:
+cohort, mostly variants that QC drops (rare ones): of the 625,974 variants of the benchmark's
+Out-of-Africa cohort (``benchmarks/genomics_vs_plink2.py``) 52,846 pass MAF ≥ 0.05.  The job
+used to decompress and standardise all of it in each of the fit's ~12 passes.  Now it reads the
+raw store once:
 
-1. the statistics pass (:func:`call_statistics`) on int8 calls (:func:`calls_from_genotypes`,
-   a 64 Ki-entry lookup table on the two alleles of a diploid call, ~20× faster than summing
-   allele indices into float32 with NaN);
-2. one compaction pass (:func:`compact_calls`) that writes only the kept variants and samples
-   as int8 (``-1`` missing): in memory when it fits ``memory_budget`` bytes, else into a
-   temporary Zarr store next to the output (chunked for the fit's passes and deleted
-   afterwards, failure or not; never inside the input store).
+1. the statistics pass (:func:`statistics_and_candidates`) works on int8 calls
+   (:func:`calls_from_genotypes`, a 64 Ki-entry lookup table on the two alleles of a diploid
+   call, ~10× faster than summing allele indices into float32 with NaN) and, as it goes, writes
+   the rows of the variants that pass the per-variant filters (:class:`CandidateFilter`) to a
+   temporary directory next to the output (:func:`workspace`, removed afterwards, failure or
+   not; never inside the input store);
+2. :func:`compact_from_parts` makes the compact int8 matrix (``-1`` missing) of the kept
+   variants from those rows: in memory when it fits ``memory_budget`` bytes, else read where it
+   lies.  Only when samples fail the call-rate filter (the candidates were chosen over all
+   samples) does :func:`compact_calls` read the raw store a second time.
 
 Every pass of the fit then reads the compact matrix through :func:`standardized`, which turns
 one int8 chunk into ``(g − 2p)/s`` float32 (missing → 0, i.e. imputed at the centre) inside
@@ -94,7 +98,8 @@ def _calls_block(gt: np.ndarray) -> np.ndarray:
     """
     if gt.shape[-1] == 2 and gt.dtype == np.int8:
         pairs = np.ascontiguousarray(gt).view(np.uint16)[..., 0]
-        return np.take(_DIPLOID, pairs)
+        # Fancy indexing, not np.take: on a 10,000 x 5,000 chunk 0.32 s against 1.9 s.
+        return _DIPLOID[pairs]
     missing = (gt == -1).any(axis=-1)
     calls = (gt > 0).sum(axis=-1, dtype=np.int8)
     calls[missing] = -1
