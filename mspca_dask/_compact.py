@@ -141,15 +141,20 @@ def calls_from_genotypes(call_genotype: da.Array) -> da.Array:
 
 
 def _variant_stats_block(calls: np.ndarray, ref: np.ndarray | None) -> np.ndarray:
-    """Chunk function: ``(v, 1, k)`` partial ``alt_sum, n_called [, ref_alt_sum, ref_n_called]``.
+    """Chunk function: ``(v, 1, k)`` partial ``alt_sum, n_called, alt_sq_sum [, ref_alt_sum,
+    ref_n_called]``.
 
-    Missing calls are ``-1``: their count is added back to the plain sum instead of masking
-    the chunk.  Counts are exact in float64 (below 2⁵³).
+    Missing calls are ``-1``: their count is added back to the plain sums instead of masking
+    the chunk (each adds ``-1`` to the sum and ``1`` to the sum of squares).  Counts are exact
+    in float64 (below 2⁵³).  ``alt_sq_sum`` finds variants whose called dosages are all equal
+    (:attr:`mspca_dask.preprocess.GenotypeStats.constant_calls`).
     """
     called = calls >= 0
     n_called = called.sum(axis=1, dtype=np.int64)
-    alt = calls.sum(axis=1, dtype=np.int64) + (calls.shape[1] - n_called)
-    parts = [alt, n_called]
+    n_missing = calls.shape[1] - n_called
+    alt = calls.sum(axis=1, dtype=np.int64) + n_missing
+    alt_sq = np.square(calls, dtype=np.int16).sum(axis=1, dtype=np.int64) - n_missing
+    parts = [alt, n_called, alt_sq]
     if ref is not None:
         r = np.asarray(ref, dtype=bool)
         if r.all():
@@ -179,8 +184,8 @@ def call_statistics(calls: da.Array, reference: np.ndarray | None = None) -> dic
     Returns
     -------
     dict of str to dask array
-        ``alt_sum``, ``n_called`` (variants,), ``sample_n_called`` (samples,) and, with a
-        reference, ``ref_alt_sum``, ``ref_n_called``: the values of
+        ``alt_sum``, ``n_called``, ``alt_sq_sum`` (variants,), ``sample_n_called`` (samples,)
+        and, with a reference, ``ref_alt_sum``, ``ref_n_called``: the values of
         :func:`mspca_dask.preprocess.genotype_statistics` on the float32 dosages.  Computed
         together they read every chunk once.
 
@@ -189,8 +194,8 @@ def call_statistics(calls: da.Array, reference: np.ndarray | None = None) -> dic
     >>> c = da.from_array(np.array([[0, 1, -1], [2, 2, 1]], dtype=np.int8))
     >>> out = call_statistics(c, reference=np.array([True, True, False]))
     >>> {k: v.compute().tolist() for k, v in sorted(out.items())}  # doctest: +NORMALIZE_WHITESPACE
-    {'alt_sum': [1.0, 5.0], 'n_called': [2, 3], 'ref_alt_sum': [1.0, 4.0],
-     'ref_n_called': [2, 2], 'sample_n_called': [2, 2, 1]}
+    {'alt_sq_sum': [1.0, 9.0], 'alt_sum': [1.0, 5.0], 'n_called': [2, 3],
+     'ref_alt_sum': [1.0, 4.0], 'ref_n_called': [2, 2], 'sample_n_called': [2, 2, 1]}
     """
     ns = int(calls.shape[1])
     ref_d = None
@@ -201,7 +206,7 @@ def call_statistics(calls: da.Array, reference: np.ndarray | None = None) -> dic
                 f"reference must be a boolean vector over the {ns} samples (got shape {ref.shape})"
             )
         ref_d = da.from_array(ref, chunks=(calls.chunks[1],))
-    k = 2 if ref_d is None else 4
+    k = 3 if ref_d is None else 5
     args: list[Any] = [calls, "vj"] + ([None, None] if ref_d is None else [ref_d, "j"])
     per_variant = da.blockwise(
         _variant_stats_block,
@@ -224,11 +229,12 @@ def call_statistics(calls: da.Array, reference: np.ndarray | None = None) -> dic
     out = {
         "alt_sum": per_variant[:, 0],
         "n_called": per_variant[:, 1].astype(np.int64),
+        "alt_sq_sum": per_variant[:, 2],
         "sample_n_called": per_sample,
     }
     if ref_d is not None:
-        out["ref_alt_sum"] = per_variant[:, 2]
-        out["ref_n_called"] = per_variant[:, 3].astype(np.int64)
+        out["ref_alt_sum"] = per_variant[:, 3]
+        out["ref_n_called"] = per_variant[:, 4].astype(np.int64)
     return out
 
 
@@ -277,7 +283,7 @@ def _stats_candidates_block(
 ) -> np.ndarray:
     """Chunk function: ``(v, k)`` statistics and candidate flag; writes the candidate rows.
 
-    Columns ``alt_sum, n_called, candidate [, ref_alt_sum, ref_n_called]``.  The candidate
+    Columns ``alt_sum, n_called, candidate, alt_sq_sum [, ref_alt_sum, ref_n_called]``.  The candidate
     rows go to ``root/part-<chunk index>`` (int8, one array per raw chunk): rewriting the
     same part on a retry writes the same bytes.
     """
@@ -322,7 +328,7 @@ def statistics_and_candidates(
             raise ShapeError(
                 f"reference must be a boolean vector over the {ns} samples (got shape {ref.shape})"
             )
-    k = 3 if ref is None else 5
+    k = 4 if ref is None else 6
     per_variant = da.map_blocks(
         _stats_candidates_block,
         calls,
@@ -346,11 +352,12 @@ def statistics_and_candidates(
         "alt_sum": per_variant[:, 0],
         "n_called": per_variant[:, 1].astype(np.int64),
         "candidate": per_variant[:, 2].astype(bool),
+        "alt_sq_sum": per_variant[:, 3],
         "sample_n_called": per_sample,
     }
     if ref is not None:
-        out["ref_alt_sum"] = per_variant[:, 3]
-        out["ref_n_called"] = per_variant[:, 4].astype(np.int64)
+        out["ref_alt_sum"] = per_variant[:, 4]
+        out["ref_n_called"] = per_variant[:, 5].astype(np.int64)
     return out
 
 
