@@ -596,7 +596,7 @@ class _Fit:
             self.Q = kwargs["krylov"]
             self.Z = out["krylov"]
             self._add_images(self.Z)
-            if kwargs["krylov_images"]:
+            if kwargs["krylov_images"] and self._images is not None:
                 self._images.append(out["krylov_image"])
             self._last_block = self.Q.shape[1]
             self._n_blocks = 1
@@ -641,7 +641,7 @@ class _Fit:
             kw["krylov_images"] = self._keep_images(V.shape[1])
         out = self._pass(name, single=self._use_single(), **kw)
         if V.shape[1]:
-            if kw["krylov_images"]:
+            if kw["krylov_images"] and self._images is not None:
                 self._images.append(out["krylov_image"])
             self.Q = np.column_stack([self.Q, V])
             self.Z = np.column_stack([self.Z, out["krylov"]])
