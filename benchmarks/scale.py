@@ -19,7 +19,13 @@ compares stores written with different chunk sizes and a dask rechunk to larger 
 The largest point (``--big-gb``, default 32, larger than the machine's memory) is written,
 fitted once and deleted.
 
+A *wide* point (``--wide N D``, issue 12: 100 000 × 10 000, 3.7 GiB) measures the randomized
+solver in read-equivalents: the fit's wall time over the time of one chunk-by-chunk streaming
+read of the same store, reads and fits alternating (R F R F R); it is merged into the
+existing results (``scale.json``) without rerunning the size points.
+
 Run:  python benchmarks/scale.py [--quick] [--sizes-gb 0.25 0.5 1 2 4] [--big-gb 32]
+      python benchmarks/scale.py --wide 100000 10000 [--wide-fits 2]
 Writes benchmarks/results/scale.{md,json,png}.
 """
 
@@ -27,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import tempfile
 import time
@@ -493,6 +500,39 @@ def report(payload: dict[str, Any], out: Path, png: bool) -> None:
             f"original spectrum and all {len(p['knockoff_eigenvalues_first'])} knockoff "
             "spectra come from the same passes (no pass computes anything knockoff-specific)."
         )
+    wide = payload.get("wide")
+    if wide:
+        wm = wide["meta"]
+        lo = [x[0] for x in wide["load_average_before_steps"]]
+        fs, rs = wide["fit_seconds"], wide["read_seconds"]
+        md += [
+            "",
+            "## Read-equivalents of the randomized solver on a wide store",
+            "",
+            f"Measured in a separate run ({wm['date']}; 1-minute load average {min(lo):.1f} to "
+            f"{max(lo):.1f} before the steps"
+            + (
+                ": **the load was high**, other engineers' work ran alongside"
+                if max(lo) > 1.5 * (wm.get("cores") or 2)
+                else ""
+            )
+            + f"). A {wide['n']} × {wide['d']} float32 store ({wide['gib']:.1f} GiB, "
+            f"{wide['chunk_rows']} rows per chunk, zstd), fitted with "
+            '`mspca_dask.fit(path, n_components=10, location=None)` (`solver="auto"` picks '
+            f"the {wide['solver']} path), reads and fits alternating (R F R F R).",
+            "",
+            "| streaming reads s | fits s | passes | fit / read (read-equivalents) | passes' "
+            "own time / read | largest spike bound | peak RSS MiB |",
+            "|---|---|---|---|---|---|---|",
+            f"| {', '.join(f'{x:.1f}' for x in rs)} | {', '.join(f'{x:.1f}' for x in fs)} | "
+            f"{wide['n_passes']} | **{wide['read_equivalents']:.1f}** | "
+            f"{wide['pass_seconds_over_read']:.1f} | {max(wide['bounds'][:2]):.1e} | "
+            f"{max(wide['peak_rss']) / 2**20:.0f} |",
+            "",
+            "Passes: "
+            + ", ".join(f"`{q['name']}` {q['seconds']:.1f} s" for q in wide["passes"])
+            + ".",
+        ]
     loc = payload.get("location_study") or []
     if loc:
         md += [
@@ -535,6 +575,60 @@ def merge(out: Path, other: Path) -> None:
     report(payload, out, True)
 
 
+def wide_point(out: Path, n: int, d: int, chunk_mb: float, K: int, fits: int) -> None:
+    """Read-equivalents of a randomized fit on a wide store, merged into ``out/scale.json``."""
+    rows = max(1, int(chunk_mb * 1e6 / (4 * d)))
+    meta = machine_info()
+    tmp = Path(tempfile.mkdtemp(prefix="mspca-wide-"))
+    path = str(tmp / "wide.zarr")
+    try:
+        written = write_zarr_store(path, n, d, rows)
+        print(f"[wide] wrote {n * d * 4 / 2**30:.2f} GiB in {written['write_seconds']:.0f} s")
+        reads, runs, load = [], [], []
+        for i in range(2 * fits + 1):  # R F R F R: alternating, same load drift for both
+            load.append([round(x, 2) for x in os.getloadavg()])
+            if i % 2 == 0:
+                reads.append(read_limit(path, 1)["seconds"])
+                print(f"[wide] read {reads[-1]:.1f} s", flush=True)
+            else:
+                runs.append(fit_once(repr(path), K, "auto", LOCATION))
+                print(
+                    f"[wide] fit {runs[-1]['seconds']:.1f} s, {runs[-1]['n_passes']} passes "
+                    f"({runs[-1]['solver']})",
+                    flush=True,
+                )
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    finish_info(meta)
+    fit_s, read_s = median([r["seconds"] for r in runs]), median(reads)
+    point = {
+        "meta": meta,
+        "n": n,
+        "d": d,
+        "gib": n * d * 4 / 2**30,
+        "chunk_rows": rows,
+        "disk_gb": written["disk_bytes"] / GB,
+        "read_seconds": reads,
+        "fit_seconds": [r["seconds"] for r in runs],
+        "peak_rss": [r["peak_rss"] for r in runs],
+        "n_passes": runs[0]["n_passes"],
+        "solver": runs[0]["solver"],
+        "passes": runs[0]["passes"],
+        "read_equivalents": fit_s / read_s,
+        "pass_seconds_over_read": sum(p["seconds"] for p in runs[0]["passes"]) / read_s,
+        "bounds": runs[0]["bounds"][:4],
+        "eigenvalues": runs[0]["eigenvalues"][:4],
+        "stable": runs[0]["stable"][:4],
+        "load_average_before_steps": load,
+    }
+    target = out / "scale.json"
+    payload = json.loads(target.read_text()) if target.is_file() else None
+    if payload is None:
+        raise SystemExit(f"{target} not found: run the size points first")
+    payload["wide"] = point
+    report(payload, out, True)
+
+
 def location_study(sizes: list[int]) -> list[dict[str, Any]]:
     from mspca_dask.location import robust_inlier_weights
 
@@ -570,9 +664,21 @@ def main() -> None:
         default=None,
         help="add the points of DIR/scale.json to --out's results and re-render",
     )
+    ap.add_argument(
+        "--wide",
+        type=int,
+        nargs=2,
+        metavar=("N", "D"),
+        default=None,
+        help="only the wide read-equivalents point, merged into --out's scale.json",
+    )
+    ap.add_argument("--wide-fits", type=int, default=2)
     args = ap.parse_args()
     if args.merge is not None:
         merge(args.out, args.merge)
+        return
+    if args.wide is not None:
+        wide_point(args.out, *args.wide, args.chunk_mb, args.components, args.wide_fits)
         return
     if args.quick:
         args.sizes_gb, args.big_gb, args.features = [0.005, 0.015], 0.0, 200

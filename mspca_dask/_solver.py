@@ -14,12 +14,55 @@ are small.  So the original and every knockoff spectrum come from the *same* pas
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Iterator
+import functools
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any, TypeVar
 
 import numpy as np
 import scipy.linalg as sla
+
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+#: Driver-side products with at most this many elements in their largest operand run on one
+#: BLAS thread (see :func:`_one_blas_thread`).
+ONE_THREAD_MAX_SIZE = 2**24
+
+#: Dense symmetric eigensolves up to this size run on one BLAS thread.  Their tridiagonal
+#: reduction is a sequence of small level-2 steps that threads only synchronise: a 500 x 500
+#: top-11 ``eigh`` took 0.06 s on one thread and 3.5 s on two on a loaded 2-core machine
+#: (1-minute load 10), which made it 13 of the 19 s of a 500-sample genomics fit.
+SERIAL_EIGH_MAX = 1024
+_controller: Any = None
+
+
+def _one_blas_thread(func: _F, max_size: int = ONE_THREAD_MAX_SIZE) -> _F:
+    """Run ``func`` with BLAS limited to one thread when its array arguments are small.
+
+    The randomized solver's driver work is tall-skinny products, QR and small ``eigh`` on a
+    ``(p, L)`` basis (L a few hundred).  On a loaded machine OpenBLAS's thread hand-offs made
+    them 5 to 30 times slower with 2 threads than with 1 (measured on the 2-core benchmark
+    machine at load 10: Rayleigh–Ritz on 4000 × 300 in 0.52 s against 0.12 s, orthonormalising
+    40 columns against it in 2.4–3.5 s against 0.12 s); on a quiet machine one thread costs
+    little at these sizes.  Larger operands (more than ``max_size`` elements) keep every
+    thread.
+    """
+
+    @functools.wraps(func)
+    def run(*args: Any, **kwargs: Any) -> Any:
+        global _controller
+        size = max((a.size for a in args if isinstance(a, np.ndarray)), default=0)
+        if size > max_size:
+            return func(*args, **kwargs)
+        if _controller is None:
+            from threadpoolctl import ThreadpoolController
+
+            _controller = ThreadpoolController()
+        with _controller.limit(limits=1, user_api="blas"):
+            return func(*args, **kwargs)
+
+    return run  # type: ignore[return-value]
+
 
 __all__ = [
     "LowRank",
@@ -30,25 +73,6 @@ __all__ = [
     "orthonormalize",
     "flip_signs",
 ]
-
-
-#: Dense symmetric eigensolves up to this size run on one BLAS thread.  Their tridiagonal
-#: reduction is a sequence of small level-2 steps that threads only synchronise: a 500 x 500
-#: top-11 ``eigh`` took 0.06 s on one thread and 3.5 s on two on a loaded 2-core machine
-#: (1-minute load 10), which made it 13 of the 19 s of a 500-sample genomics fit.
-SERIAL_EIGH_MAX = 1024
-
-
-@contextlib.contextmanager
-def _serial_blas(size: int) -> Iterator[None]:
-    """One BLAS thread for a dense eigensolve of ``size`` (see :data:`SERIAL_EIGH_MAX`)."""
-    if size > SERIAL_EIGH_MAX:
-        yield
-        return
-    from threadpoolctl import threadpool_limits  # a dependency of scikit-learn
-
-    with threadpool_limits(limits=1, user_api="blas"):
-        yield
 
 
 @dataclass(frozen=True)
@@ -79,6 +103,7 @@ class LowRank:
         return int(self.P.shape[1])
 
 
+@_one_blas_thread
 def apply_operator(MtMV: np.ndarray, V: np.ndarray, lowrank: LowRank, n: int) -> np.ndarray:
     """``M̃ᵀM̃ V / n`` given ``MᵀM V`` (from a pass) and ``V``, both ``(p, a)``."""
     out = np.array(MtMV, dtype=float, copy=True)
@@ -101,6 +126,7 @@ def dense_operator(MtM: np.ndarray, lowrank: LowRank, n: int) -> np.ndarray:
     return A / n
 
 
+@functools.partial(_one_blas_thread, max_size=SERIAL_EIGH_MAX**2)
 def top_eigh(A: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
     """Top-``k`` eigenpairs of a dense symmetric matrix, eigenvalues descending.
 
@@ -111,11 +137,11 @@ def top_eigh(A: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
     """
     p = A.shape[0]
     k = min(k, p)
-    with _serial_blas(p):
-        w, V = sla.eigh(A, subset_by_index=[p - k, p - 1])
+    w, V = sla.eigh(A, subset_by_index=[p - k, p - 1])
     return w[::-1].copy(), V[:, ::-1].copy()
 
 
+@_one_blas_thread
 def orthonormalize(
     V: np.ndarray, against: np.ndarray | None = None, tol: float = 1e-10
 ) -> np.ndarray:
@@ -142,6 +168,7 @@ def orthonormalize(
     return Q
 
 
+@_one_blas_thread
 def rayleigh_ritz(
     Q: np.ndarray, OpQ: np.ndarray, k: int
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
@@ -175,8 +202,7 @@ def rayleigh_ritz(
     # partial eigensolver, since the basis grows to hundreds of columns and this runs for
     # every spectrum after every pass (a full eigh was a third of a fit's time).
     top = min(kk + 1, L)
-    with _serial_blas(L):
-        w, Y = sla.eigh(H, subset_by_index=[L - top, L - 1], driver="evr")
+    w, Y = sla.eigh(H, subset_by_index=[L - top, L - 1], driver="evr")
     w, Y = w[::-1], Y[:, ::-1]
     R = OpQ @ Y[:, :kk] - Q @ (Y[:, :kk] * w[:kk])
     res = np.linalg.norm(R, axis=0)

@@ -10,7 +10,9 @@ The flow of one fit, each numbered pass being one read of the data:
    knockoffs are rank-one terms ``γ' m'ᵀ`` applied algebraically: no pass is added for them.
 3. **Location passes** (``location="auto"`` only) — scores on a preliminary spectrum, then the
    mean of the samples found to be inliers in that score space.
-4. **Output pass** — sample scores (or, in the dual orientation, feature loadings).
+4. **Output pass** — sample scores (or, in the dual orientation, feature loadings); the
+   randomized solver takes them from the images of its Krylov basis kept by the passes
+   (within ``BASIS_IMAGE_BUDGET``) and skips this pass.
 
 Only small NumPy arrays — sketches of size ``(n + d) × ℓ`` at most and ``K × K`` results — come
 back to the driver.
@@ -60,6 +62,9 @@ _SOLVERS = ("auto", "exact", "randomized")
 EXACT_MAX_DIM = 8192
 #: Extra eigenpairs computed per knockoff spectrum (see ``_Fit.K_knockoff``).
 KNOCKOFF_EXTRA = 2
+#: Driver memory (bytes) the randomized solver may spend keeping the Krylov basis's images
+#: ``M Q`` (m × basis columns), from which the scores come without an output pass.
+BASIS_IMAGE_BUDGET = 512 * 2**20
 
 
 def fit(
@@ -370,8 +375,12 @@ COST_EIGH = 4.148e-11  # per p³ of a dense top-K eigensolve (B + 1 of them)
 COST_EXACT_FIXED = 0.076  # seconds of fixed cost of the exact path
 COST_KRYLOV = 2.904e-10  # per m p ℓ of one block-Krylov pass (two thin products)
 COST_PASS = 0.013  # seconds of fixed cost per pass (driver work, scheduling)
-#: Passes the randomized solver typically needs (4 to 9 measured on the grid, median 5; 9 on
-#: the peers benchmark, whose spikes sit just above the bulk edge).
+#: Passes the randomized solver typically needs, as the constants above were fitted: 4 to 9 on
+#: the grid, median 5.  Since its scores come from the Krylov basis (no output pass) and its
+#: stopping rule watches only the largest Ritz value below the edge, the same grid takes 3 to 6
+#: (median 4, counted); the constants were not refitted (the machine was loaded), and 4 with
+#: them would flip tiny fits (400 × 120), where fixed costs dominate, to the randomized path
+#: untested, so the model keeps 5 (it slightly favours the exact path).
 TYPICAL_PASSES = 5
 #: ``solver="auto"`` takes the randomized path only when it is predicted below this fraction of
 #: the exact path's time.
@@ -392,7 +401,8 @@ def _choose_solver(solver: str, data: Oriented, K: int, B: int, oversampling: in
     in-memory float64; out of core each randomized pass also reads the store again (which
     favours the exact path) while float32 chunks make its products cheaper (which favours the
     randomized one): on a float32 Zarr store at ``m = 40 000, p = 2000`` the randomized path
-    took 4.8 s and the exact one 5.0 s (``benchmarks/results/peers.md``), as predicted.
+    took 4.8 s and the exact one 5.0 s (``benchmarks/results/peers.md`` of 2026-11-22 00:04,
+    before the output pass was dropped), as predicted.
     """
     m, p = data.m, data.p
     if solver == "exact":
@@ -479,6 +489,7 @@ class _Fit:
         self.omega = rng_sketch.standard_normal((self.data.p, ell))
         if self.loc_mode == "given":
             self.mu = self.loc_vec
+        self._images = []
 
     @property
     def K(self) -> int:
@@ -648,6 +659,7 @@ class _Fit:
         else:
             V0 = orthonormalize(np.column_stack([self.omega, *self._known_operator_vectors()]))
             kwargs["krylov"] = V0
+            kwargs["krylov_images"] = self._keep_images(V0.shape[1])
         out = self._pass("mspca-stats", **kwargs)
         self._check_stats(out)
         if self.data.dual:
@@ -669,6 +681,8 @@ class _Fit:
             self.Q = kwargs["krylov"]
             self.Z = out["krylov"]
             self._add_images(self.Z)
+            if kwargs["krylov_images"] and self._images is not None:
+                self._images.append(out["krylov_image"])
             self._last_block = self.Q.shape[1]
             self._n_blocks = 1
 
@@ -709,8 +723,11 @@ class _Fit:
         kw: dict[str, Any] = dict(products)
         if V.shape[1]:
             kw["krylov"] = V
+            kw["krylov_images"] = self._keep_images(V.shape[1])
         out = self._pass(name, single=self._use_single(), **kw)
         if V.shape[1]:
+            if kw["krylov_images"] and self._images is not None:
+                self._images.append(out["krylov_image"])
             self.Q = np.column_stack([self.Q, V])
             self.Z = np.column_stack([self.Z, out["krylov"]])
             self._add_images(out["krylov"])
@@ -718,6 +735,38 @@ class _Fit:
             self._n_blocks += 1
         return out
 
+    def _keep_images(self, width: int) -> bool:
+        """Whether the next Krylov block's image ``M V`` (m, width) is kept on the driver.
+
+        While all of the basis's images fit in :data:`BASIS_IMAGE_BUDGET`, they are; past it
+        they are all dropped and the output pass reads the data once more.
+        """
+        if self._images is None:
+            return False
+        held = sum(im.nbytes for im in self._images)
+        if held + 8 * self.data.m * width <= BASIS_IMAGE_BUDGET:
+            return True
+        self._images = None
+        return False
+
+    def _basis_image(self, U: np.ndarray) -> np.ndarray | None:
+        """``M U`` (m, k) for ``U`` in the span of the basis, from the kept images (no pass).
+
+        ``U = Q (QᵀU)``, so ``M U = Σ_blocks (M Q_b)(Q_bᵀ U)``.  None when the images were not
+        kept (over budget, or the exact solver).
+        """
+        if self.solver == "exact" or not self._images or self.Q is None:
+            return None
+        out = np.zeros((self.data.m, U.shape[1]))
+        col = 0
+        for im in self._images:
+            w = im.shape[1]
+            out += im @ (self.Q[:, col : col + w].T @ U).astype(im.dtype)
+            col += w
+        assert col == self.Q.shape[1]
+        return out
+
+    _images: list[np.ndarray] | None = None  # the basis's images M Q, block by block
     _last_block: int = 0
     _n_blocks: int = 0
     _single_used: bool = False  # some products were computed at single precision
@@ -814,10 +863,15 @@ class _Fit:
            knockoff spectrum, carries an error bound below ``tol``;
         2. those values (above the edge now or after the previous pass) moved by less than
            ``tol`` in the last pass, and as many are above the edge as after it;
-        3. no Ritz value below the edge is climbing fast enough to become a candidate: its
-           last rise, extrapolated geometrically at the ratio of its last two rises (at most
-           0.9), stays below the candidate line ``edge + edge_margin · TW scale`` of
-           :func:`~mspca_dask.matching.check_invariance`; and
+        3. the largest Ritz value below the edge is not climbing fast enough to become a
+           candidate: its last rise, extrapolated geometrically at the ratio of its last two
+           rises (at most 0.9), stays below the candidate line ``edge + edge_margin · TW
+           scale`` of :func:`~mspca_dask.matching.check_invariance`.  Only that one is
+           watched: Ritz values lie below the eigenvalues of the same rank (Cauchy
+           interlacing), and a missing eigenvalue above the line would be the largest one
+           below the edge, which that Ritz value converges to (the deeper ones, converging
+           to smaller eigenvalues, climbed as fast and held the iteration up to two passes
+           longer at d = 4000, n = 40 000); and
         4. the basis holds at least three blocks.
 
         Bulk Ritz values converge slowly towards the edge, and they decide nothing: below the
@@ -846,7 +900,8 @@ class _Fit:
             with np.errstate(divide="ignore", invalid="ignore"):
                 ratio = np.clip(np.where(earlier > 0, rise / earlier, 0.9), 0.0, 0.9)
         projected = values + np.maximum(rise, 0.0) * ratio / (1.0 - ratio)
-        climbing = bool(np.any(projected[~above] >= line))
+        below = np.flatnonzero(~above)
+        climbing = bool(below.size) and bool(projected[below[0]] >= line)
         return (
             worst <= tol
             and moved <= tol
@@ -1064,9 +1119,9 @@ class _Fit:
         """Big-side images of the final eigenvectors: sample scores (primal) or loadings (dual)."""
         n = self.n
         U = spec.vectors
+        image = self._basis_image(U)
         if self.data.dual:
-            out = self._pass("mspca-output", single=self._use_single(), keep=U)
-            XtU = out["keep"]  # (d, K)
+            XtU = image if image is not None else self._output_read(U)  # (d, K)
             if self.mu is not None:
                 XtU = XtU - np.outer(self.mu, U.sum(axis=0))
             sing = np.sqrt(np.maximum(spec.values, 0) * n)
@@ -1076,11 +1131,14 @@ class _Fit:
             scores = U * sing
         else:
             V = U
-            out = self._pass("mspca-output", single=self._use_single(), keep=V)
-            scores = out["keep"]
+            scores = image if image is not None else self._output_read(V)
             if self.mu is not None:
                 scores = scores - (self.mu @ V)[None, :]
         Vf = flip_signs(V)
         signs = np.sign(np.sum(Vf * V, axis=0))
         signs[signs == 0] = 1
         return Vf.T.copy(), scores * signs
+
+    def _output_read(self, W: np.ndarray) -> np.ndarray:
+        """``M W`` by the output pass (when the basis's images are not at hand)."""
+        return self._pass("mspca-output", single=self._use_single(), keep=W)["keep"]

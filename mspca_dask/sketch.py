@@ -184,6 +184,31 @@ def _krylov_kernel(block: Any, V: Any, single: bool = False) -> Any:
 
 
 @_quiet
+def _krylov_image_kernel(block: Any, V: Any, single: bool = False) -> Any:
+    """Both products of a Krylov step from one read of the chunk, as a one-element object
+    array holding ``(bᵀ(b V) (1, p, a) float64, b V (rows, a))``.
+
+    ``b V`` is the chunk's part of the block's *image* ``M V``; keeping it lets the final
+    scores (or loadings) come from the basis instead of another pass.  It stays in the
+    dtype it was computed in (float32 at single precision: no information is lost).
+    """
+    dtype = _compute_dtype(block, single)
+    b = _as_aligned(block, dtype)
+    bV = b @ _as_aligned(V, dtype)
+    out = np.empty(1, dtype=object)
+    out[0] = ((b.T @ bV).astype(np.float64, copy=False)[None], bV)
+    return out
+
+
+def _first_of(pair: Any) -> Any:
+    return pair[0][0]
+
+
+def _second_of(pair: Any) -> Any:
+    return pair[0][1]
+
+
+@_quiet
 def _keep_kernel(block: Any, W: Any, single: bool = False) -> Any:
     dtype = _compute_dtype(block, single)
     return (_as_aligned(block, dtype) @ _as_aligned(W, dtype)).astype(np.float64, copy=False)
@@ -282,6 +307,7 @@ def pass_graph(
     side: np.ndarray | None = None,
     stats: bool = False,
     single: bool = False,
+    krylov_images: bool = False,
 ) -> dict[str, da.Array]:
     """Lazy products of one pass over ``data.M``; every entry reads the same chunks.
 
@@ -305,6 +331,10 @@ def pass_graph(
     single : bool
         Compute ``krylov`` and ``keep`` at single precision when the chunks are float32
         (results and cross-chunk sums stay float64).  Other dtypes are unaffected.
+    krylov_images : bool
+        With ``krylov``, also include ``krylov_image`` = ``M V`` (m, a), computed in the same
+        task as ``Mᵀ(M V)`` (no extra product; float32 at single precision on float32
+        chunks, else float64).
 
     Returns
     -------
@@ -326,7 +356,40 @@ def pass_graph(
                 meta=np.empty((0, 0, 0)),
             )
         )
-    if krylov is not None:
+    if krylov is not None and krylov_images:
+        a = int(krylov.shape[1])
+        pairs = da.blockwise(
+            _krylov_image_kernel,
+            "i",
+            M,
+            "ij",
+            _small(krylov),
+            "jl",
+            single=single,
+            adjust_chunks={"i": 1},
+            concatenate=True,
+            dtype=object,
+            meta=np.empty((0,), dtype=object),
+        )
+        nb = int(M.numblocks[0])
+        out["krylov"] = _sum_partials(
+            pairs.map_blocks(
+                _first_of,
+                new_axis=[1, 2],
+                chunks=((1,) * nb, (M.shape[1],), (a,)),
+                dtype=np.float64,
+                meta=np.empty((0, 0, 0)),
+            )
+        )
+        img_dtype = _compute_dtype(np.empty(0, dtype=M.dtype), single)
+        out["krylov_image"] = pairs.map_blocks(
+            _second_of,
+            new_axis=[1],
+            chunks=(M.chunks[0], (a,)),
+            dtype=img_dtype,
+            meta=np.empty((0, 0), dtype=img_dtype),
+        )
+    elif krylov is not None:
         out["krylov"] = _sum_partials(
             da.blockwise(
                 _krylov_kernel,

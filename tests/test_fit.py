@@ -178,6 +178,34 @@ def test_fit__randomized_reads_once_per_reported_pass_and_certifies(small):
     assert np.all(res.eigenvalue_bounds[spikes] <= res.threshold / 10)
 
 
+@pytest.mark.parametrize(
+    "chunks", [((100,) * 4, (200,)), ((400,), (50,) * 4)], ids=["primal", "dual"]
+)
+def test_fit__randomized_takes_scores_from_the_basis_without_an_output_pass(
+    small, chunks, monkeypatch
+):
+    src = CountingReads(small, chunks=chunks)
+    res = mspca_dask.fit(src.array, n_components=5, solver="randomized", location=None)
+    assert src.reads == res.n_passes * src.n_chunks
+    exact = mspca_dask.fit(small.to_numpy(), n_components=5, solver="exact", location=None)
+    np.testing.assert_array_equal(res.stable, exact.stable)
+    spikes = res.eigenvalues > res.mp_edge
+    err = np.abs(res.eigenvalues - exact.eigenvalues)[spikes]
+    assert np.all(err <= res.eigenvalue_bounds[spikes])
+    if chunks[1] == (200,):  # primal: the scores are the data times the components
+        X = small.to_numpy()
+        np.testing.assert_allclose(res.scores, X @ res.eigenvectors.T, rtol=1e-9, atol=1e-9)
+    # Over the driver budget for the basis's images, the scores take one more read of the
+    # data and come out the same.
+    monkeypatch.setattr(mspca_dask.api, "BASIS_IMAGE_BUDGET", 0)
+    src2 = CountingReads(small, chunks=chunks)
+    again = mspca_dask.fit(src2.array, n_components=5, solver="randomized", location=None)
+    assert again.n_passes == res.n_passes + 1
+    assert src2.reads == again.n_passes * src2.n_chunks
+    np.testing.assert_allclose(again.scores, res.scores, rtol=1e-9, atol=1e-9)
+    np.testing.assert_array_equal(again.eigenvalues, res.eigenvalues)
+
+
 def test_fit__randomized_warns_when_pass_budget_is_too_small(small):
     with pytest.warns(mspca_dask.ConvergenceWarning, match="pass budget"):
         mspca_dask.fit(small.to_numpy(), n_components=5, solver="randomized", location=None, max_passes=3)
