@@ -213,6 +213,7 @@ def fit(
         location=location,
         variable=variable,
         scheduler=scheduler,
+        allow_missing_chunks=allow_missing_chunks,
     )
     if gin is not None:
         source, location, variable, sample_dim = gin.data, gin.location, None, "samples"

@@ -921,17 +921,24 @@ def open_genotypes(
     genotype_variable: str = "auto",
     ploidy: int | None = None,
     storage_options: Mapping[str, Any] | None = None,
+    allow_missing_chunks: bool = False,
 ) -> VcfZarr:
     """Open a VCF Zarr store or a PLINK 1 fileset (``x.bed`` or the prefix ``x``) lazily.
 
     Both give the same :class:`VcfZarr` (see :mod:`mspca_dask.plink` for the fileset).
+    ``allow_missing_chunks`` applies to VCF Zarr (a PLINK fileset has no chunks: a short
+    ``.bed`` is an error when it is opened).
     """
     from . import plink
 
     if plink.is_plink_source(store):
         return plink.open_plink(store)
     return open_vcf_zarr(
-        store, genotype_variable=genotype_variable, ploidy=ploidy, storage_options=storage_options
+        store,
+        genotype_variable=genotype_variable,
+        ploidy=ploidy,
+        storage_options=storage_options,
+        allow_missing_chunks=allow_missing_chunks,
     )
 
 

@@ -132,6 +132,7 @@ def genotype_input(
     location: Any = "auto",
     variable: str | None = None,
     scheduler: Any = None,
+    allow_missing_chunks: bool = False,
 ) -> GenotypeInput | None:
     """Open, QC and standardise a genotype store for :func:`mspca_dask.fit`; None otherwise.
 
@@ -150,6 +151,9 @@ def genotype_input(
         ``call_DS`` if present, else ``call_genotype``).
     scheduler : optional
         Where the statistics pass runs (as in ``fit``).
+    allow_missing_chunks : bool
+        Read genotype chunks absent from a VCF Zarr store as fill values (as in ``fit``);
+        by default an absent chunk is a :class:`~mspca_dask.errors.ChunkReadError`.
 
     Raises
     ------
@@ -171,7 +175,11 @@ def genotype_input(
     from ._execution import Executor
     from .genomics import JobConfig, open_genotypes, run_qc
 
-    vz = open_genotypes(os.fspath(source), genotype_variable=variable or "auto")
+    vz = open_genotypes(
+        os.fspath(source),
+        genotype_variable=variable or "auto",
+        allow_missing_chunks=allow_missing_chunks,
+    )
     reference = (
         None if reference_samples is None else _reference_mask(reference_samples, vz.sample_id)
     )
