@@ -95,10 +95,11 @@ class _BedBlocks:
     with bed-reader, reads the block and closes it.
     """
 
-    def __init__(self, bed: Path, n_variants: int, n_samples: int) -> None:
+    def __init__(self, bed: Path, n_variants: int, n_samples: int, calls: bool = False) -> None:
         self.bed = str(bed)
         self.shape = (n_variants, n_samples)
-        self.dtype = np.dtype(np.float32)
+        # calls=True: int8 hard calls, -1 missing (the layout of VcfZarr.calls)
+        self.dtype = np.dtype(np.int8 if calls else np.float32)
         self.ndim = 2
 
     def __getitem__(self, key: tuple[slice, slice]) -> np.ndarray:
@@ -113,8 +114,11 @@ class _BedBlocks:
             num_threads=1,
             skip_format_check=True,
         ) as bed:
-            block = bed.read(index=np.s_[s, v], dtype="float32", order="F", num_threads=1)
-        return np.ascontiguousarray(block.T)
+            block = bed.read(index=np.s_[s, v], dtype=self.dtype.name, order="F", num_threads=1)
+        block = np.ascontiguousarray(block.T)
+        if self.dtype == np.int8:
+            block[block < 0] = -1  # bed-reader's int8 missing value is -127
+        return block
 
 
 def _read_table(path: Path, n_cols: int, what: str) -> np.ndarray:
@@ -197,9 +201,15 @@ def open_plink(source: str | os.PathLike[str], *, variants_chunk_size: int | Non
     chunk = max(1, min(int(variants_chunk_size), max(v, 1)))
     reader = _BedBlocks(bed, v, n)
     dosage = da.from_array(reader, chunks=(chunk, max(n, 1)), lock=False, fancy=False)
+    # The same counts as int8 hard calls: the job's statistics and compaction passes read
+    # these, as they read a VCF Zarr store's call_genotype (one arithmetic for both routes).
+    calls = da.from_array(
+        _BedBlocks(bed, v, n, calls=True), chunks=(chunk, max(n, 1)), lock=False, fancy=False
+    )
     alleles = np.stack([bim_t[:, 5], bim_t[:, 4]], axis=1).astype(object)
     return VcfZarr(
         dosage=dosage,
+        calls=calls,
         sample_id=sample_id,
         variant_position=position,
         variant_contig=np.asarray(bim_t[:, 0], dtype=object),

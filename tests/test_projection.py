@@ -84,8 +84,11 @@ def test_project__fitted_samples_get_their_own_scores(split: dict[str, Any]) -> 
     ds = gx.open_genomics_result(split["fit_train"])
     proj = project(ds, split["root"] / "train.bed")
     assert json.loads(proj.attrs["match_counts"])["missing"] == 0
+    # The job's passes standardise the int8 calls in float32 (partials summed in float64);
+    # projection works in float64: they agree to float32 rounding of the score scale.
+    fitted = ds["sample_score"].values
     np.testing.assert_allclose(
-        proj["sample_score"].values, ds["sample_score"].values, rtol=1e-7, atol=1e-7
+        proj["sample_score"].values, fitted, rtol=0, atol=1e-6 * np.abs(fitted).max()
     )
 
 
