@@ -1091,6 +1091,7 @@ def _first_k(res: MSPCAResult, K: int) -> MSPCAResult:
         eigenvectors=np.asarray(res.eigenvectors)[:K],
         scores=np.asarray(res.scores)[:, :K],
         knockoff_match=identity,
+        shift_z=None if res.shift_z is None else np.asarray(res.shift_z)[:K],
         params={**res.params, "n_components": K, "n_components_fitted": res.n_components},
     )
 

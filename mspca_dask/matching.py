@@ -24,8 +24,16 @@ from dataclasses import dataclass
 
 import numpy as np
 from scipy.optimize import linear_sum_assignment
+from scipy.stats import norm
 
-__all__ = ["InvarianceCheck", "check_invariance", "paper_rule"]
+__all__ = [
+    "InvarianceCheck",
+    "check_invariance",
+    "paper_rule",
+    "shift_evidence",
+    "shift_z_threshold",
+    "within_group_variance",
+]
 
 
 @dataclass(frozen=True)
@@ -46,6 +54,8 @@ class InvarianceCheck:
         Index of the knockoff eigenpair matched to each original one, per knockoff.
     reasons : (K,) object ndarray of str
         Why each eigenpair got its verdict.
+    shift_z : (K,) ndarray or None
+        Evidence of a mean shift along each eigenvector (:func:`shift_evidence`), if given.
     """
 
     stable: np.ndarray
@@ -54,6 +64,7 @@ class InvarianceCheck:
     overlap: np.ndarray
     matched: np.ndarray
     reasons: np.ndarray
+    shift_z: np.ndarray | None = None
 
 
 def check_invariance(
@@ -65,6 +76,9 @@ def check_invariance(
     edge: float,
     margin: float,
     min_overlap: float,
+    shift_z: np.ndarray | None = None,
+    z_threshold: float | None = None,
+    within: np.ndarray | None = None,
 ) -> InvarianceCheck:
     """Label the top-K eigenpairs stable (covariance) or not (mean shift or bulk).
 
@@ -87,6 +101,22 @@ def check_invariance(
         How far above the edge a candidate must be.
     min_overlap : float
         Smallest median eigenvector overlap of a stable pair, in ``(0, 1]``.
+    shift_z : (K,) ndarray or None
+        Evidence of a mean shift along each eigenvector (:func:`shift_evidence`).  When
+        given with ``z_threshold``, the evidence decides: a candidate is a mean shift if and
+        only if its evidence reaches ``z_threshold``.  With knockoff directions orthogonal to
+        the top-K eigenvectors the knockoff moves pair ``i`` through ``s_bi`` alone, so this
+        is the displacement test with its threshold set by a covariance spike's own null
+        (its sampling noise), not by a fixed ``ε``; ``threshold`` and ``min_overlap`` then
+        only label the reasons.
+    z_threshold : float or None
+        Critical value of ``shift_z`` (:func:`shift_z_threshold`).
+    within : (K,) ndarray or None
+        Score variance along each eigenvector *within* the groups found in score space
+        (:func:`within_group_variance`).  A pair whose within-group variance is itself above
+        the candidate line ``edge + margin`` is a covariance spike that mixed with a
+        mean-shift one at finite n (its groups are displaced along it, but removing that
+        leaves a spike): it stays stable even with strong shift evidence.
 
     Returns
     -------
@@ -126,6 +156,18 @@ def check_invariance(
     candidate = lam > edge + margin
     moved = displacement >= threshold
     turned = overlap < min_overlap
+    weak = np.zeros(K, dtype=bool)
+    if shift_z is not None and z_threshold is not None:
+        # the evidence decides: the knockoff moves pair i through s_bi alone (see
+        # shift_evidence), so a threshold on |s_bi| / SE_bi is the displacement threshold
+        # calibrated by the covariance spike's own null
+        shifted = np.asarray(shift_z) >= z_threshold
+        if within is not None:
+            mixed = shifted & (np.asarray(within) > edge + margin)
+            shifted &= ~mixed
+        weak = ~shifted & (moved | turned)
+        moved = shifted & (moved | ~turned)
+        turned = shifted & ~moved
     stable = candidate & ~moved & ~turned
     reasons = np.empty(K, dtype=object)
     for i in range(K):
@@ -134,6 +176,12 @@ def check_invariance(
             reasons[i] = (
                 f"bulk: {lam[i]:.4g} is not above the Marchenko-Pastur edge {edge:.4g} "
                 f"by the margin {margin:.3g}"
+            )
+        elif moved[i] and shift_z is not None and z_threshold is not None:
+            reasons[i] = (
+                f"mean shift: shift evidence z = {float(shift_z[i]):.3g} >= {z_threshold:.2f}; "
+                f"eigenvalue moved {displacement[i]:.3g} (threshold {threshold:.3g}), "
+                f"eigenvector overlap {overlap[i]:.3f} ({knock_txt})"
             )
         elif moved[i]:
             reasons[i] = (
@@ -144,6 +192,19 @@ def check_invariance(
             reasons[i] = (
                 f"mean shift: eigenvector turned, overlap {overlap[i]:.3f} < {min_overlap:.3g} "
                 f"({knock_txt}); eigenvalue moved {displacement[i]:.3g}"
+            )
+        elif weak[i] and within is not None and float(shift_z[i]) >= z_threshold:  # type: ignore[index,operator]
+            reasons[i] = (
+                f"stable: groups are displaced along it (shift evidence z = "
+                f"{float(shift_z[i]):.3g}) but its variance within the groups, "  # type: ignore[index]
+                f"{float(within[i]):.4g}, is still a spike above {edge + margin:.4g}: a covariance "
+                f"spike mixed with a mean shift"
+            )
+        elif weak[i]:
+            reasons[i] = (
+                f"stable: the knockoff moved it {displacement[i]:.3g} (threshold "
+                f"{threshold:.3g}, overlap {overlap[i]:.3f}) but the shift evidence "
+                f"z = {float(shift_z[i]):.2f} is below {z_threshold:.2f}"  # type: ignore[index]
             )
         else:
             reasons[i] = (
@@ -157,6 +218,7 @@ def check_invariance(
         overlap=overlap,
         matched=matched,
         reasons=reasons,
+        shift_z=None if shift_z is None else np.asarray(shift_z, dtype=float),
     )
 
 
@@ -183,3 +245,95 @@ def paper_rule(
     lam = np.asarray(eigenvalues, dtype=float)
     knock = np.asarray(knockoff_eigenvalues, dtype=float)
     return np.min(np.abs(lam[:, None] - knock[None, :]), axis=1) < threshold
+
+
+def shift_evidence(
+    scores: np.ndarray, memberships: np.ndarray, inliers: np.ndarray | None = None
+) -> np.ndarray:
+    """Evidence (a z-score) that the knockoffs' memberships are displaced along each eigenvector.
+
+    With the knockoff direction orthogonal to the top-K eigenvectors, knockoff ``b`` moves the
+    pair ``i`` only through ``s_bi = γ'_bᵀ t_i / n``, the membership-weighted mean of the
+    samples' scores ``t_i`` (centred at the location).  For a covariance spike the scores
+    along its eigenvector are not displaced between groups: ``t_i`` has mean 0 and variance
+    ``v_i``, and ``s_bi`` is a weighted mean of them, with standard error
+    ``√(v_i Σ_s γ'_{sb}²) / n``.  The evidence is the median over knockoffs of
+    ``|s_bi| / SE_bi``; it is about ``|N(0, 1)|`` under that null (smaller when the location
+    is the sample mean along ``u_i``), and large for a mean-shift eigenvector.
+
+    Parameters
+    ----------
+    scores : (n_samples, K) ndarray
+        Sample scores on the K eigenvectors, centred at the location.
+    memberships : (n_samples, B) ndarray
+        The knockoffs' memberships ``γ'``.
+    inliers : (n_samples,) bool ndarray or None
+        Samples outside every group found in score space; ``v_i`` is their score variance
+        (under the null the groups, found along other directions, are independent of
+        ``t_i``; along a mean-shift eigenvector the between-group spread then does not
+        inflate the standard error).  None: all samples.
+
+    Returns
+    -------
+    z : (K,) ndarray
+
+    Examples
+    --------
+    >>> rng = np.random.default_rng(0)
+    >>> t = rng.standard_normal((1000, 2)); t[:100, 0] += 6
+    >>> z = shift_evidence(t, np.ones((1000, 3)))
+    >>> bool(z[0] > 5 and z[1] < 3)
+    True
+    """
+    T = np.asarray(scores, dtype=float)
+    A = np.asarray(memberships, dtype=float)
+    keep = T if inliers is None or np.count_nonzero(inliers) < 10 else T[np.asarray(inliers)]
+    v = np.maximum(keep.var(axis=0), np.finfo(float).tiny)  # (K,)
+    s = np.abs(A.T @ T)  # (B, K)
+    se = np.sqrt(np.outer((A**2).sum(axis=0), v))
+    return np.median(s / np.maximum(se, np.finfo(float).tiny), axis=0)
+
+
+def shift_z_threshold(n_components: int, alpha: float = 0.01) -> float:
+    """Critical value of :func:`shift_evidence`: two-sided level ``alpha`` over K pairs.
+
+    Examples
+    --------
+    >>> round(shift_z_threshold(10), 2)
+    3.48
+    """
+    return float(norm.isf(alpha / (2 * max(1, n_components))))
+
+
+def within_group_variance(scores: np.ndarray, groups: np.ndarray) -> np.ndarray:
+    """Pooled score variance along each eigenvector within the cells of the groups.
+
+    Parameters
+    ----------
+    scores : (n_samples, K) ndarray
+    groups : (n_samples, g) ndarray
+        Indicator columns of the groups found in score space; samples with the same pattern
+        of memberships form one cell (samples in no group form the inliers' cell).
+
+    Returns
+    -------
+    within : (K,) ndarray
+        ``Σ_cells Σ_s (t_si − mean of the cell)² / n``.
+
+    Examples
+    --------
+    >>> t = np.array([[0.0], [2.0], [10.0], [12.0]])
+    >>> within_group_variance(t, np.array([[0.0], [0.0], [1.0], [1.0]])).tolist()
+    [1.0]
+    """
+    T = np.asarray(scores, dtype=float)
+    G = np.asarray(groups) > 0
+    if G.shape[1] == 0:
+        return T.var(axis=0)
+    _, cell = np.unique(G, axis=0, return_inverse=True)
+    cell = np.ravel(cell)
+    counts = np.bincount(cell).astype(float)
+    sums = np.zeros((counts.size, T.shape[1]))
+    np.add.at(sums, cell, T)
+    means = sums / counts[:, None]
+    return ((T - means[cell]) ** 2).mean(axis=0)

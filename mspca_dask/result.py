@@ -175,6 +175,16 @@ RESULT_VARIABLES: dict[str, VariableSpec] = {
         "location",
         "Location subtracted from every sample before the analysis (absent: none).",
     ),
+    "shift_z": VariableSpec(
+        (COMPONENT_DIM,),
+        "f",
+        False,
+        "shift_z",
+        "Evidence of a mean shift along each eigenvector, a z-score: median over knockoffs of "
+        "the membership-weighted mean score over its standard error under a covariance spike "
+        "(about |N(0, 1)| for a covariance PC; a mean-shift verdict needs it above the "
+        "Bonferroni critical value at level 0.01 over the K pairs).",
+    ),
     "knockoff_match": VariableSpec(
         (KNOCKOFF_DIM, COMPONENT_DIM),
         "i",
@@ -385,6 +395,12 @@ class MSPCAResult:
         Labels of the features, if the source had them.
     sample_dim, feature_dim : str
         Names of the sample and feature dimensions.
+    knockoff_match : (B, K) int ndarray or None
+        Index of the knockoff eigenpair matched to each eigenpair, per knockoff.
+    shift_z : (K,) ndarray or None
+        Evidence of a mean shift along each eigenvector, a z-score (about ``|N(0, 1)|`` for
+        a covariance PC): the median over knockoffs of the membership-weighted mean score
+        over its standard error.  None in results written before it existed.
 
     Notes
     -----
@@ -450,6 +466,7 @@ class MSPCAResult:
     sample_dim: str = "samples"
     feature_dim: str = "features"
     knockoff_match: np.ndarray | None = None
+    shift_z: np.ndarray | None = None
 
     # ---------------------------------------------------------------- validation
     def __post_init__(self) -> None:
@@ -488,6 +505,7 @@ class MSPCAResult:
             "scores": (n, K),
             "location": (d,),
             "knockoff_match": (B, K),
+            "shift_z": (K,),
             "sample_coords": (n,),
             "feature_coords": (d,),
         }
@@ -496,6 +514,7 @@ class MSPCAResult:
             if value is None and name in (
                 "location",
                 "knockoff_match",
+                "shift_z",
                 "sample_coords",
                 "feature_coords",
             ):
@@ -824,6 +843,7 @@ class MSPCAResult:
                 f"{self.displacement[i]:.3g}",
                 f"{self.eigenvector_overlap[i]:.3f}",
                 f"{self.eigenvalue_bounds[i]:.2g}",
+                "-" if self.shift_z is None else f"{self.shift_z[i]:.3g}",
                 str(verdicts[i]),
                 str(self.reasons[i]),
             )
@@ -837,6 +857,7 @@ class MSPCAResult:
         "displacement",
         "overlap",
         "bound",
+        "shift z",
         "verdict",
         "reason",
     )
@@ -864,7 +885,8 @@ class MSPCAResult:
             Header lines (n, d, noise variance, Marchenko–Pastur edge, threshold ε,
             knockoff strength θ'², solver, passes), then per eigenpair: index, eigenvalue,
             first knockoff's eigenvalue at the same index, displacement, eigenvector
-            overlap, eigenvalue error bound, verdict and reason.
+            overlap, eigenvalue error bound, mean-shift evidence ``shift_z``, verdict and
+            reason.
         """
         rows = [self._TABLE_HEADER, *self._table_rows()]
         ncol = len(self._TABLE_HEADER)
