@@ -18,10 +18,12 @@ from .errors import (
     ConvergenceWarning,
     DTypeError,
     InputError,
+    ModelFitWarning,
     MSPCAError,
     MSPCAWarning,
     NonFiniteError,
     NoSpikeWarning,
+    NoStableComponentWarning,
     ParameterError,
     ResultExistsError,
     SchedulerError,
@@ -58,6 +60,8 @@ __all__ = [
     "MSPCAWarning",
     "NoSpikeWarning",
     "ConvergenceWarning",
+    "ModelFitWarning",
+    "NoStableComponentWarning",
     "__version__",
 ]
 

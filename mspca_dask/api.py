@@ -42,6 +42,7 @@ from ._solver import (
 from .errors import (
     ConvergenceWarning,
     InputError,
+    ModelFitWarning,
     NonFiniteError,
     NoSpikeWarning,
     ParameterError,
@@ -50,6 +51,7 @@ from .io import open_source
 from .location import candidate_location
 from .matching import (
     check_invariance,
+    model_fit_diagnostics,
     shift_evidence,
     shift_z_threshold,
     within_group_variance,
@@ -592,6 +594,11 @@ class _Fit:
                 else np.repeat(out["col_sum"][:, None], self.B, axis=1)
             )
         self.total_sumsq = float(out["col_sumsq"].sum())
+        if self.data.dual:
+            fsum, fsq = out["row_sum"], out["row_sumsq"]
+        else:
+            fsum, fsq = out["col_sum"], out["col_sumsq"]
+        self.feature_var = fsq / self.n - (fsum / self.n) ** 2
         if self.solver == "exact":
             self.gram = out["gram"]
         else:
@@ -653,6 +660,7 @@ class _Fit:
     _image_norm: float = 0.0  # largest ‖MᵀM v‖/n over the basis vectors v (see _rounding)
     _worst_bound: float = float("inf")
     _base_dense: tuple[LowRank, np.ndarray] | None = None
+    feature_var: np.ndarray | None = None  # (d,) variance of each feature (statistics pass)
 
     # ------------------------------------------------------------------ validation
     def _check_stats(self, out: dict[str, np.ndarray]) -> None:
@@ -958,6 +966,11 @@ class _Fit:
         overlaps = np.stack(
             [self._feature_overlaps(spec, sp, b, strength) for b, sp in enumerate(knock)]
         )
+        diagnostics = model_fit_diagnostics(
+            spec.values, edge, margin, self.feature_var, self.n, self.d
+        )
+        for line in diagnostics:
+            warnings.warn(line, ModelFitWarning, stacklevel=3)
         components, scores = self._output_pass(spec)
         inliers = within = None
         if self.loc_fit is not None and self.loc_fit.groups.shape[1]:
@@ -994,6 +1007,7 @@ class _Fit:
             displacement=check.displacement,
             eigenvector_overlap=check.overlap,
             shift_z=shift_z,
+            diagnostics="\n".join(diagnostics) or None,
             eigenvalue_bounds=spec.bounds,
             eigenvectors=components,
             scores=scores,

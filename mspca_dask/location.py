@@ -25,6 +25,7 @@ __all__ = [
     "density_groups",
     "mixture_evidence",
     "two_gaussians",
+    "gaussian_mixture",
 ]
 
 #: Largest number of samples the MCD is fitted to; larger score matrices are subsampled (rows
@@ -263,21 +264,7 @@ def _normal_loglik(t: np.ndarray) -> float:
 
 
 def two_gaussians(t: np.ndarray, *, n_iter: int = 200) -> tuple[float, np.ndarray, float, float]:
-    """Maximum-likelihood two-component Gaussian mixture with a common variance (EM).
-
-    Parameters
-    ----------
-    t : (m,) ndarray
-    n_iter : int
-        EM iterations from each of three starts (splits at the 10, 50 and 90 % quantiles).
-
-    Returns
-    -------
-    loglik : float
-    means : (2,) ndarray
-    weight : float
-        Weight of the first component.
-    var : float
+    """Two-component equal-variance mixture: ``(loglik, means, weight of the first, var)``.
 
     Examples
     --------
@@ -287,41 +274,8 @@ def two_gaussians(t: np.ndarray, *, n_iter: int = 200) -> tuple[float, np.ndarra
     >>> bool(abs(min(means)) < 0.2 and abs(max(means) - 5) < 0.2)
     True
     """
-    t = np.asarray(t, dtype=float)
-    best: tuple[float, np.ndarray, float, float] | None = None
-    for q in (10, 50, 90):
-        cut = np.percentile(t, q)
-        lo, hi = t[t <= cut], t[t > cut]
-        if lo.size == 0 or hi.size == 0:
-            continue
-        mu = np.array([lo.mean(), hi.mean()])
-        w = lo.size / t.size
-        var = max(float(np.var(t - np.where(t <= cut, mu[0], mu[1]))), 1e-12 * float(np.var(t)))
-        ll_old = -np.inf
-        for _ in range(n_iter):
-            a = np.log(max(w, 1e-300)) - 0.5 * (t - mu[0]) ** 2 / var
-            b = np.log(max(1 - w, 1e-300)) - 0.5 * (t - mu[1]) ** 2 / var
-            mx = np.maximum(a, b)
-            lse = mx + np.log(np.exp(a - mx) + np.exp(b - mx))
-            ll = float(np.sum(lse) - 0.5 * t.size * np.log(2 * np.pi * var))
-            r = np.exp(a - lse)
-            s0, s1 = r.sum(), (1 - r).sum()
-            if s0 < 1e-9 or s1 < 1e-9:
-                break
-            w = s0 / t.size
-            mu = np.array([(r * t).sum() / s0, ((1 - r) * t).sum() / s1])
-            var = max(
-                float((r * (t - mu[0]) ** 2 + (1 - r) * (t - mu[1]) ** 2).sum() / t.size),
-                1e-12 * float(np.var(t)),
-            )
-            if ll - ll_old < 1e-8 * abs(ll):
-                break
-            ll_old = ll
-        if best is None or ll > best[0]:
-            best = (ll, mu, float(w), var)
-    if best is None:
-        return _normal_loglik(t), np.array([t.mean(), t.mean()]), 1.0, float(np.var(t))
-    return best
+    ll, means, w, var = gaussian_mixture(t, 2, n_iter=n_iter)
+    return ll, means, float(w[0]), var
 
 
 def _johnson_su_loglik(t: np.ndarray) -> float:
@@ -335,8 +289,95 @@ def _johnson_su_loglik(t: np.ndarray) -> float:
     return ll if np.isfinite(ll) else -np.inf
 
 
+def gaussian_mixture(
+    t: np.ndarray, k: int, *, n_iter: int = 200
+) -> tuple[float, np.ndarray, np.ndarray, float]:
+    """Maximum-likelihood ``k``-component Gaussian mixture with a common variance (EM).
+
+    Starts: the means of the quantile slices of several splits (even, and with small outer
+    slices, so that a small outlying group gets a component); the best likelihood wins.
+
+    Parameters
+    ----------
+    t : (m,) ndarray
+    k : int
+        Number of components (2 or 3).
+    n_iter : int
+
+    Returns
+    -------
+    loglik : float
+    means : (k,) ndarray
+    weights : (k,) ndarray
+    var : float
+
+    Examples
+    --------
+    >>> rng = np.random.default_rng(1)
+    >>> z = rng.standard_normal(1000)
+    >>> t = np.r_[z[:800], 6 + z[800:900], -6 + z[900:]]
+    >>> ll, means, w, var = gaussian_mixture(t, 3)
+    >>> np.round(np.sort(means)).astype(int).tolist(), bool(abs(var - 1) < 0.2)
+    ([-6, 0, 6], True)
+    """
+    if k == 2:
+        splits = [[10], [50], [90]]
+    else:
+        splits = [[33, 67], [10, 90], [5, 95], [10, 50], [50, 90]]
+    t = np.asarray(t, dtype=float)
+    floor = 1e-12 * max(float(np.var(t)), 1e-300)
+    best: tuple[float, np.ndarray, np.ndarray, float] | None = None
+    for qs in splits:
+        label = np.searchsorted(np.percentile(t, qs), t)
+        if np.bincount(label, minlength=k).min() == 0:
+            continue
+        mu = np.array([t[label == j].mean() for j in range(k)])
+        w = np.bincount(label, minlength=k) / t.size
+        var = max(float(np.mean((t - mu[label]) ** 2)), floor)
+        ll_old = -np.inf
+        ll = -np.inf
+        for _ in range(n_iter):
+            logp = (
+                np.log(np.maximum(w, 1e-300))[None, :] - 0.5 * (t[:, None] - mu[None, :]) ** 2 / var
+            )
+            mx = logp.max(axis=1, keepdims=True)
+            lse = mx[:, 0] + np.log(np.exp(logp - mx).sum(axis=1))
+            ll = float(np.sum(lse) - 0.5 * t.size * np.log(2 * np.pi * var))
+            r = np.exp(logp - lse[:, None])
+            sw = r.sum(axis=0)
+            if sw.min() < 1e-9:
+                break
+            w = sw / t.size
+            mu = (r * t[:, None]).sum(axis=0) / sw
+            var = max(float((r * (t[:, None] - mu[None, :]) ** 2).sum() / t.size), floor)
+            if ll - ll_old < 1e-8 * abs(ll):
+                break
+            ll_old = ll
+        if best is None or ll > best[0]:
+            best = (ll, mu, w, var)
+    if best is None:
+        return _normal_loglik(t), np.full(k, t.mean()), np.full(k, 1.0 / k), float(np.var(t))
+    return best
+
+
+def _best_mixture(t: np.ndarray) -> tuple[float, np.ndarray, np.ndarray, float]:
+    """(evidence, means, weights, var) of the 2- or 3-component mixture with the lower BIC."""
+    m = t.size
+    bic_gauss = -2 * _normal_loglik(t) + 2 * np.log(m)
+    bic_jsu = -2 * _johnson_su_loglik(t) + 4 * np.log(m)
+    unimodal = min(bic_gauss, bic_jsu)
+    best: tuple[float, np.ndarray, np.ndarray, float] | None = None
+    for k in (2, 3):
+        ll, means, w, var = gaussian_mixture(t, k)
+        bic = -2 * ll + (2 * k) * np.log(m)  # k means, k - 1 weights, one variance
+        if best is None or unimodal - bic > best[0]:
+            best = (float(unimodal - bic), means, w, var)
+    assert best is not None
+    return best
+
+
 def mixture_evidence(t: np.ndarray) -> tuple[float, float, float]:
-    """BIC evidence for a two-group mixture in a 1-D sample.
+    """BIC evidence for a mixture of two or three groups in a 1-D sample.
 
     Parameters
     ----------
@@ -345,11 +386,12 @@ def mixture_evidence(t: np.ndarray) -> tuple[float, float, float]:
     Returns
     -------
     evidence : float
-        ``min(BIC_gauss, BIC_johnson_su) − BIC_mixture`` (BIC = −2 log L + k log m).
+        ``min(BIC_gauss, BIC_johnson_su) − min(BIC_mix2, BIC_mix3)`` (BIC = −2 log L +
+        parameters · log m; equal-variance mixtures).
     main_mean : float
-        Mean of the heavier mixture component.
+        Mean of the heaviest component of the better mixture.
     minor_weight : float
-        Weight of the lighter component.
+        Weight of its lightest component.
 
     Examples
     --------
@@ -358,17 +400,11 @@ def mixture_evidence(t: np.ndarray) -> tuple[float, float, float]:
     >>> ev, main, w = mixture_evidence(t)
     >>> bool(ev > 6 and abs(main) < 0.3 and 0.05 < w < 0.2)
     True
-    >>> bool(mixture_evidence(rng.standard_normal(1000))[0] < 6)
+    >>> bool(mixture_evidence(rng.standard_normal(1000))[0] < 2)
     True
     """
-    t = np.asarray(t, dtype=float)
-    m = t.size
-    ll_mix, means, w, _ = two_gaussians(t)
-    bic_mix = -2 * ll_mix + 4 * np.log(m)
-    bic_gauss = -2 * _normal_loglik(t) + 2 * np.log(m)
-    bic_jsu = -2 * _johnson_su_loglik(t) + 4 * np.log(m)
-    main = float(means[0] if w >= 0.5 else means[1])
-    return float(min(bic_gauss, bic_jsu) - bic_mix), main, float(min(w, 1 - w))
+    ev, means, w, _ = _best_mixture(np.asarray(t, dtype=float))
+    return ev, float(means[int(np.argmax(w))]), float(w.min())
 
 
 def _groups_1d(t: np.ndarray, sub: np.ndarray) -> tuple[str, float, float, list[np.ndarray]] | None:
@@ -380,14 +416,14 @@ def _groups_1d(t: np.ndarray, sub: np.ndarray) -> tuple[str, float, float, list[
         main = int(np.argmax(counts))
         groups = [label == g for g in range(cuts.size + 1) if g != main and counts[g]]
         return "modes", float(t[label == main].mean()), float("inf"), groups
-    ev, main_mean, minor = mixture_evidence(sub)
-    if ev > BIC_MARGIN and minor >= MIN_GROUP_WEIGHT:
-        ll, means, w, var = two_gaussians(sub)
-        main_c, minor_c = (means[0], means[1]) if w >= 0.5 else (means[1], means[0])
-        # a sample belongs to the minor group where its posterior favours that component
-        wm = max(w, 1 - w)
-        cut_side = (t - minor_c) ** 2 - (t - main_c) ** 2 < 2 * var * np.log((1 - wm) / wm)
-        return "mixture", float(main_mean), ev, [cut_side]
+    ev, means, w, var = _best_mixture(sub)
+    if ev > BIC_MARGIN and w.min() >= MIN_GROUP_WEIGHT:
+        main = int(np.argmax(w))
+        # each sample joins the component its posterior favours; the non-main ones are groups
+        logp = np.log(w)[None, :] - 0.5 * (t[:, None] - means[None, :]) ** 2 / var
+        label = np.argmax(logp, axis=1)
+        groups = [label == j for j in range(len(w)) if j != main and np.any(label == j)]
+        return "mixture", float(means[main]), ev, groups
     return None
 
 

@@ -226,6 +226,11 @@ RESULT_ATTRS: dict[str, AttrSpec] = {
     "solver": AttrSpec("str", True, "Eigensolver used ('exact' or 'randomized')."),
     "n_passes": AttrSpec("int", True, "Number of passes over the data."),
     "random_state": AttrSpec("int", False, "Seed of the fit (omitted when None)."),
+    "diagnostics": AttrSpec(
+        "str",
+        False,
+        "Ways the data do not fit the spiked model, one per line (omitted when none).",
+    ),
     "params": AttrSpec("str", True, "All fit parameters, as a JSON object."),
     "sample_dim": AttrSpec("str", True, "Name of the sample dimension."),
     "feature_dim": AttrSpec("str", True, "Name of the feature dimension."),
@@ -401,6 +406,10 @@ class MSPCAResult:
         Evidence of a mean shift along each eigenvector, a z-score (about ``|N(0, 1)|`` for
         a covariance PC): the median over knockoffs of the membership-weighted mean score
         over its standard error.  None in results written before it existed.
+    diagnostics : str or None
+        Ways the data do not fit the spiked model (heteroscedastic noise, a bulk far from
+        Marchenko–Pastur, too few samples or features), one per line; each was also issued
+        as a :class:`~mspca_dask.errors.ModelFitWarning`.  None when none was seen.
 
     Notes
     -----
@@ -467,6 +476,7 @@ class MSPCAResult:
     feature_dim: str = "features"
     knockoff_match: np.ndarray | None = None
     shift_z: np.ndarray | None = None
+    diagnostics: str | None = None
 
     # ---------------------------------------------------------------- validation
     def __post_init__(self) -> None:
@@ -738,6 +748,8 @@ class MSPCAResult:
         )
         if self.random_state is not None:
             attrs["random_state"] = int(self.random_state)
+        if self.diagnostics:
+            attrs["diagnostics"] = str(self.diagnostics)
         ds = xr.Dataset(data_vars, coords=coords, attrs=attrs)
         validate_result_dataset(ds)
         return ds
@@ -793,6 +805,7 @@ class MSPCAResult:
             solver=str(attrs["solver"]),
             n_passes=int(attrs["n_passes"]),
             random_state=None if rs is None else int(rs),
+            diagnostics=attrs.get("diagnostics"),
             params=params,
             sample_coords=_coord(ds, sample_dim),
             feature_coords=_coord(ds, feature_dim),
@@ -874,6 +887,7 @@ class MSPCAResult:
             f"{self.knockoff_strength:.4g}",
             f"solver = {self.solver}{precision}, passes = {self.n_passes}, "
             f"random_state = {self.random_state}",
+            *(f"model misfit: {line}" for line in (self.diagnostics or "").splitlines()),
         ]
 
     def summary(self) -> str:
