@@ -158,6 +158,7 @@ def check_invariance(
     moved = displacement >= threshold
     turned = overlap < min_overlap
     weak = np.zeros(K, dtype=bool)
+    mixed = np.zeros(K, dtype=bool)
     if shift_z is not None and z_threshold is not None:
         # the evidence decides: the knockoff moves pair i through s_bi alone (see
         # shift_evidence), so a threshold on |s_bi| / SE_bi is the displacement threshold
@@ -194,7 +195,8 @@ def check_invariance(
                 f"mean shift: eigenvector turned, overlap {overlap[i]:.3f} < {min_overlap:.3g} "
                 f"({knock_txt}); eigenvalue moved {displacement[i]:.3g}"
             )
-        elif weak[i] and within is not None and float(shift_z[i]) >= z_threshold:  # type: ignore[index,operator]
+        elif mixed[i]:
+            assert shift_z is not None and within is not None
             reasons[i] = (
                 f"stable: groups are displaced along it (shift evidence z = "
                 f"{float(shift_z[i]):.3g}) but its variance within the groups, "  # type: ignore[index]
