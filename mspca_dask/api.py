@@ -966,8 +966,11 @@ class _Fit:
         overlaps = np.stack(
             [self._feature_overlaps(spec, sp, b, strength) for b, sp in enumerate(knock)]
         )
-        diagnostics = model_fit_diagnostics(
-            spec.values, edge, margin, self.feature_var, self.n, self.d
+        # only verdicts can be wrong: with no candidate NoSpikeWarning already says it all
+        diagnostics = (
+            model_fit_diagnostics(spec.values, edge, margin, self.feature_var, self.n, self.d)
+            if np.any(spec.values > edge + margin)
+            else []
         )
         for line in diagnostics:
             warnings.warn(line, ModelFitWarning, stacklevel=3)

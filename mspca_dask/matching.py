@@ -344,6 +344,9 @@ def within_group_variance(scores: np.ndarray, groups: np.ndarray) -> np.ndarray:
 
 #: Largest relative spread (IQR / median) of the feature variances under the model, at least.
 HETEROSCEDASTIC_SPREAD = 0.5
+#: Fewest computed eigenvalues for the bulk check (asking for K pairs when there are K spikes
+#: is normal; six or more all above the edge is not).
+MIN_BULK_CHECK = 6
 #: Fewest samples or features for which the random-matrix approximations are trusted.
 MIN_DIMENSION = 40
 
@@ -362,9 +365,10 @@ def model_fit_diagnostics(
       feature variances differ only by the spikes' loadings and sampling noise.  A relative
       spread ``IQR / median`` above ``max(0.5, 6 √(2/n))`` means the edge and the noise level
       are wrong for most features (standardise them, or expect bulk directions as spikes).
-    * **Bulk far from Marchenko–Pastur**: every computed eigenvalue is above the candidate
-      line, so either there are more than K spikes or the bulk is not Marchenko–Pastur with
-      the estimated noise variance (correlated noise); the verdicts then rest on a wrong edge.
+    * **Bulk far from Marchenko–Pastur**: every one of six or more computed eigenvalues is
+      above the candidate line, so either there are more than K spikes or the bulk is not
+      Marchenko–Pastur with the estimated noise variance (correlated noise, e.g. linkage
+      disequilibrium); the verdicts then rest on a wrong edge.
     * **Too small**: ``min(n, d) < 40``: the asymptotics behind the edge and ``g`` are poor.
 
     Parameters
@@ -383,7 +387,7 @@ def model_fit_diagnostics(
     --------
     >>> model_fit_diagnostics(np.array([5.0, 3.0]), 3.8, 0.1, np.ones(100), 1000, 100)
     []
-    >>> len(model_fit_diagnostics(np.array([5.0, 4.5]), 3.8, 0.1, np.ones(30), 30, 30))
+    >>> len(model_fit_diagnostics(np.full(6, 5.0), 3.8, 0.1, np.ones(30), 30, 30))
     2
     """
     out: list[str] = []
@@ -399,7 +403,7 @@ def model_fit_diagnostics(
                 f"(interquartile range over median; the model allows about {limit:.2g}); the "
                 f"noise level and bulk edge fit few features. Standardise the features."
             )
-    if lam.size and lam.size < min(n_samples, n_features) and lam[-1] > edge + margin:
+    if MIN_BULK_CHECK <= lam.size < min(n_samples, n_features) and lam[-1] > edge + margin:
         out.append(
             f"bulk far from Marchenko-Pastur: all {lam.size} computed eigenvalues are above the "
             f"candidate line {edge + margin:.4g} (smallest {lam[-1]:.4g}); there are more "

@@ -149,7 +149,9 @@ def test_model_fit_diagnostics__names_each_misfit():
     hetero = np.r_[np.ones(250), 10 * np.ones(250)]
     (line,) = model_fit_diagnostics(np.array([6.0, 3.0]), 3.8, 0.1, hetero, 1000, 500)
     assert line.startswith("heteroscedastic noise")
-    (line,) = model_fit_diagnostics(np.array([6.0, 5.0]), 3.8, 0.1, np.ones(500), 1000, 500)
+    (line,) = model_fit_diagnostics(np.full(6, 5.0), 3.8, 0.1, np.ones(500), 1000, 500)
     assert line.startswith("bulk far from Marchenko-Pastur")
+    # K pairs asked and K spikes present is no misfit
+    assert model_fit_diagnostics(np.full(5, 5.0), 3.8, 0.1, np.ones(500), 1000, 500) == []
     lines = model_fit_diagnostics(np.array([6.0, 3.0]), 3.8, 0.1, np.ones(30), 1000, 30)
     assert lines == [lines[0]] and lines[0].startswith("too small")
