@@ -117,7 +117,9 @@ def check_invariance(
         (:func:`within_group_variance`).  A pair whose within-group variance is itself above
         the candidate line ``edge + margin`` is a covariance spike that mixed with a
         mean-shift one at finite n (its groups are displaced along it, but removing that
-        leaves a spike): it stays stable even with strong shift evidence.
+        leaves a spike): it stays stable even with strong shift evidence.  When six or more
+        eigenvalues were computed and all are above that line (a bulk above the edge), the
+        smallest of them is the line instead.
 
     Returns
     -------
@@ -165,7 +167,13 @@ def check_invariance(
         # calibrated by the covariance spike's own null
         shifted = np.asarray(shift_z) >= z_threshold
         if within is not None:
-            mixed = shifted & (np.asarray(within) > edge + margin)
+            line = edge + margin
+            if K >= MIN_BULK_CHECK and lam[-1] > line:
+                # the bulk itself is above the edge (correlated noise, e.g. linkage
+                # disequilibrium): the smallest computed eigenvalue is the best estimate
+                # of where the bulk ends
+                line = float(lam[-1])
+            mixed = shifted & (np.asarray(within) > line)
             shifted &= ~mixed
         weak = ~shifted & (moved | turned)
         moved = shifted & (moved | ~turned)
@@ -200,8 +208,8 @@ def check_invariance(
             reasons[i] = (
                 f"stable: groups are displaced along it (shift evidence z = "
                 f"{float(shift_z[i]):.3g}) but its variance within the groups, "  # type: ignore[index]
-                f"{float(within[i]):.4g}, is still a spike above {edge + margin:.4g}: a covariance "
-                f"spike mixed with a mean shift"
+                f"{float(within[i]):.4g}, is still a spike: a covariance spike mixed with a "
+                f"mean shift"
             )
         elif weak[i]:
             reasons[i] = (

@@ -155,3 +155,16 @@ def test_model_fit_diagnostics__names_each_misfit():
     assert model_fit_diagnostics(np.full(5, 5.0), 3.8, 0.1, np.ones(500), 1000, 500) == []
     lines = model_fit_diagnostics(np.array([6.0, 3.0]), 3.8, 0.1, np.ones(30), 1000, 30)
     assert lines == [lines[0]] and lines[0].startswith("too small")
+
+
+def test_check_invariance__bulk_above_the_edge_moves_the_mixed_spike_line_to_the_smallest_pair():
+    # correlated noise (genotype LD): every one of 6 pairs is above the edge; a pair whose
+    # within-group variance (3.0) is below the bulk's top (the 6th eigenvalue, 3.5) is a mean
+    # shift, one still above it (4.2) is a mixed covariance spike
+    lam = np.array([9.0, 7.0, 5.0, 4.5, 4.0, 3.5])
+    knock = np.tile(lam, (1, 1))
+    ov = np.eye(6)[None]
+    kw = dict(threshold=0.05, edge=2.0, margin=0.1, min_overlap=0.5, z_threshold=3.3)
+    res = check_invariance(lam, knock, ov, shift_z=np.array([20.0, 20.0, 0, 0, 0, 0]),
+                           within=np.array([3.0, 4.2, 1, 1, 1, 1]), **kw)
+    assert res.stable.tolist() == [False, True, True, True, True, True]
