@@ -15,11 +15,17 @@ import mspca_dask
 from mspca_dask import rmt
 from mspca_dask.api import KNOCKOFF_EXTRA
 from mspca_dask.location import candidate_location
-from mspca_dask.matching import check_invariance, shift_evidence, shift_z_threshold, within_group_variance
+from mspca_dask.matching import (
+    check_invariance,
+    shift_evidence,
+    shift_z_threshold,
+    within_group_variance,
+)
 from mspca_dask.testing import alignment, make_spiked_mixture, paper_setting
 
 
-def reference_mspca(X, K, *, location, random_state, B=5, weight=1.0, factor=2.0, C=3.0, min_overlap=0.5, margin=4.0, auto=False, orthogonal=True):
+def reference_mspca(X, K, *, location, random_state, B=5, weight=1.0, factor=2.0, C=3.0,
+                    min_overlap=0.5, margin=4.0, auto=False, orthogonal=True):
     """Dense MS-PCA that materialises every knockoff matrix (no low-rank algebra).
 
     ``auto``: ``location`` came from ``location="auto"``; the groups that the location rule
@@ -47,7 +53,8 @@ def reference_mspca(X, K, *, location, random_state, B=5, weight=1.0, factor=2.0
         k0 = int(np.clip(np.count_nonzero(lam0 > rmt.mp_edges(c, s20)[1]), 1, K))
         groups = candidate_location(Xc @ U0[:, :k0], random_state=random_state).groups
         if groups.shape[1]:
-            memb = memb + groups @ (3.0 * np.random.default_rng(s_groups).standard_normal((groups.shape[1], B)))
+            r = 3.0 * np.random.default_rng(s_groups).standard_normal((groups.shape[1], B))
+            memb = memb + groups @ r
     w, V = np.linalg.eigh(Xl.T @ Xl / n)
     lam, U = w[::-1][:K], V[:, ::-1][:, :K]
     if orthogonal:  # knockoff directions orthogonal to the top-K eigenvectors (primal)
@@ -67,7 +74,8 @@ def reference_mspca(X, K, *, location, random_state, B=5, weight=1.0, factor=2.0
     inliers = ~np.any(groups > 0, axis=1) if groups.shape[1] else None
     chk = check_invariance(lam, np.array(knock), np.array(ovs), threshold=eps, edge=edge,
                            margin=margin * rmt.tracy_widom_scale(n, d, s2), min_overlap=min_overlap,
-                           shift_z=shift_evidence(Xl @ U, memb, inliers), z_threshold=shift_z_threshold(K),
+                           shift_z=shift_evidence(Xl @ U, memb, inliers),
+                           z_threshold=shift_z_threshold(K),
                            within=within_group_variance(Xl @ U, groups) if groups.shape[1] else None)
     return dict(eigenvalues=lam, knockoff=np.array(knock), stable=chk.stable, vectors=U, scores=Xl @ U, s2=s2, eps=eps, t2=t2)
 
