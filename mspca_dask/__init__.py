@@ -19,10 +19,12 @@ from .errors import (
     DTypeError,
     ForeignOutputError,
     InputError,
+    ModelFitWarning,
     MSPCAError,
     MSPCAWarning,
     NonFiniteError,
     NoSpikeWarning,
+    NoStableComponentWarning,
     OutputOverlapsInputError,
     ParameterError,
     ResultCorruptError,
@@ -64,6 +66,8 @@ __all__ = [
     "MSPCAWarning",
     "NoSpikeWarning",
     "ConvergenceWarning",
+    "ModelFitWarning",
+    "NoStableComponentWarning",
     "__version__",
 ]
 

@@ -8,8 +8,11 @@ The flow of one fit, each numbered pass being one read of the data:
 2. **Further Krylov passes** (randomized solver) until every eigenvalue above the bulk edge,
    of the original *and* of every knockoff spectrum, is certified to within ``ε/10``.  The
    knockoffs are rank-one terms ``γ' m'ᵀ`` applied algebraically: no pass is added for them.
-3. **Location passes** (``location="auto"`` only) — scores on a preliminary spectrum, then the
-   mean of the samples found to be inliers in that score space.
+3. **Location passes** (``location="auto"`` only) — scores on a preliminary spectrum (free in
+   the dual orientation); the inlier offset along each candidate eigenvector is found in that
+   score space (:func:`~mspca_dask.location.candidate_location`), and one more pass computes
+   the location (dual) or the images of the groups found there (primal, only when there are
+   any: they give the knockoffs cluster-aware memberships).
 4. **Output pass** — sample scores (or, in the dual orientation, feature loadings); the
    randomized solver takes them from the images of its Krylov basis kept by the passes
    (within ``BASIS_IMAGE_BUDGET``) and skips this pass.
@@ -43,14 +46,21 @@ from ._solver import (
 from .errors import (
     ConvergenceWarning,
     InputError,
+    ModelFitWarning,
     NonFiniteError,
     NoSpikeWarning,
     ParameterError,
 )
 from .genotypes import genotype_input
 from .io import open_source
-from .location import robust_inlier_weights
-from .matching import check_invariance
+from .location import candidate_location
+from .matching import (
+    check_invariance,
+    model_fit_diagnostics,
+    shift_evidence,
+    shift_z_threshold,
+    within_group_variance,
+)
 from .result import MSPCAResult, open_result
 from .sketch import Oriented, orient, pass_graph
 
@@ -470,12 +480,16 @@ class _Fit:
     # location
     mu: np.ndarray | None = field(init=False, default=None)  # (d,)
     X_mu: np.ndarray | None = field(init=False, default=None)  # dual: X μ (n,)
+    loc_fit: Any = field(init=False, default=None)  # CandidateLocation (location="auto")
+    # knockoff directions used by the knockoff spectra (primal: orthogonal to the top-K)
+    used_dirs: np.ndarray | None = field(init=False, default=None)
 
     # ------------------------------------------------------------------ setup
     def __post_init__(self) -> None:
         n, d, B = self.data.n_samples, self.data.n_features, self.B
-        seeds = np.random.SeedSequence(self.random_state).spawn(3)
-        rng_sketch, rng_dir, rng_memb = (np.random.default_rng(s) for s in seeds)
+        seeds = np.random.SeedSequence(self.random_state).spawn(4)
+        rng_sketch, rng_dir, rng_memb = (np.random.default_rng(s) for s in seeds[:3])
+        self._rng_groups = np.random.default_rng(seeds[3])
         dirs = rng_dir.standard_normal((d, B))
         self.knock_dirs = dirs / np.linalg.norm(dirs, axis=0)
         if self.knockoff_weight >= 1:
@@ -541,7 +555,8 @@ class _Fit:
 
     def _knockoff_term(self, b: int, strength: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         scale = math.sqrt(strength / self.knockoff_weight)  # θ'² = π' ‖m'‖²
-        f = scale * self.knock_dirs[:, b]
+        dirs = self.knock_dirs if self.used_dirs is None else self.used_dirs
+        f = scale * dirs[:, b]
         a = self.memberships[:, b]
         if self.data.dual:
             assert self.X_dirs is not None
@@ -676,6 +691,11 @@ class _Fit:
                 else np.repeat(out["col_sum"][:, None], self.B, axis=1)
             )
         self.total_sumsq = float(out["col_sumsq"].sum())
+        if self.data.dual:
+            fsum, fsq = out["row_sum"], out["row_sumsq"]
+        else:
+            fsum, fsq = out["col_sum"], out["col_sumsq"]
+        self.feature_var = fsq / self.n - (fsum / self.n) ** 2
         if self.solver == "exact":
             self.gram = out["gram"]
         else:
@@ -775,6 +795,7 @@ class _Fit:
     _image_norm: float = 0.0  # largest ‖MᵀM v‖/n over the basis vectors v (see _rounding)
     _worst_bound: float = float("inf")
     _base_dense: tuple[LowRank, np.ndarray] | None = None
+    feature_var: np.ndarray | None = None  # (d,) variance of each feature (statistics pass)
 
     # ------------------------------------------------------------------ validation
     def _check_stats(self, out: dict[str, np.ndarray]) -> None:
@@ -935,36 +956,75 @@ class _Fit:
         return tr / self.n
 
     def _estimate_location(self, xbar: np.ndarray) -> None:
+        """The inlier location ``μ = x̄ + V_k·offsets`` from the candidates' score columns."""
         spec, terms = self._preliminary_spectrum(xbar)
         s2 = self._noise(spec.values, terms)
         edge = rmt.mp_edges(self.c, s2)[1]
         k = int(np.clip(np.count_nonzero(spec.values > edge), 1, self.K))
         V0 = spec.vectors[:, :k]
         if self.data.dual:
-            scores = V0 * np.sqrt(np.maximum(spec.values[:k], 0) * self.n)
+            sing = np.sqrt(np.maximum(spec.values[:k], 0) * self.n)
+            scores = V0 * sing
         else:
             out = self._side_or_krylov_pass("mspca-location-scores", keep=V0)
             scores = out["keep"] - (xbar @ V0)[None, :]
-        w = robust_inlier_weights(scores)
-        wsum = float(w.sum())
+        seed = 0 if self.random_state is None else int(self.random_state) % 2**32
+        self.loc_fit = loc = candidate_location(scores, random_state=seed)
+        groups = loc.groups
         if self.data.dual:
-            # μ = Xᵀw / Σw is a big-side product; X μ = X Xᵀ w / Σw is the Gram operator
-            # applied to w.
+            # μ = x̄ + X̃ᵀU₀(offsets/sing) = Xᵀa, a big-side product; X μ = X Xᵀ a is the Gram
+            # operator applied to a.
+            beta = V0 @ (loc.offsets / np.where(sing > 0, sing, 1.0))
+            a = beta + (1.0 - float(beta.sum())) / self.n
             if self.solver == "exact":
                 assert self.gram is not None
-                out = self._pass("mspca-location-mean", keep=(w / wsum)[:, None])
-                self.mu = out["keep"][:, 0]
-                self.X_mu = self.gram @ (w / wsum)
+                out = self._pass("mspca-location-mean", keep=a[:, None])
+                self.X_mu = self.gram @ a
             else:
-                out = self._krylov_pass(
-                    "mspca-location-mean", extra=[w[:, None]], keep=(w / wsum)[:, None]
-                )
+                out = self._krylov_pass("mspca-location-mean", extra=[a[:, None]], keep=a[:, None])
                 assert self.Q is not None and self.Z is not None
-                self.X_mu = self.Z @ (self.Q.T @ (w / wsum))
-                self.mu = out["keep"][:, 0]
+                self.X_mu = self.Z @ (self.Q.T @ a)
+            self.mu = out["keep"][:, 0]
+            self._cluster_memberships(groups, None)
         else:
-            out = self._side_or_krylov_pass("mspca-location-mean", side=(w / wsum)[:, None])
-            self.mu = out["side"][:, 0]
+            self.mu = xbar + V0 @ loc.offsets
+            if groups.shape[1]:
+                out = self._side_or_krylov_pass("mspca-location-groups", side=groups)
+                self._cluster_memberships(groups, out["side"])
+
+    def _cluster_memberships(self, groups: np.ndarray, Xt_groups: np.ndarray | None) -> None:
+        """Add the groups found in score space to every knockoff's membership.
+
+        A global membership moves a pair only through its eigenvector's overlap with the
+        mean ``x̄ − μ``: with several clusters that is one direction, and a mean-shift
+        eigenvector orthogonal to it never moves (equal clusters make that the rule).  Each
+        knockoff ``b`` adds ``Σ_g r_bg 1_{G_g}`` (``r_bg`` independent N(0, 9): the groups, not
+        the global membership, then carry most of its weight) so that a group
+        displaced along an eigenvector moves it whatever the other groups do; a covariance
+        eigenvector's scores average out over a group.
+        """
+        if groups.shape[1] == 0:
+            return
+        r = 3.0 * self._rng_groups.standard_normal((groups.shape[1], self.B))
+        self.memberships = self.memberships + groups @ r
+        if not self.data.dual:
+            assert Xt_groups is not None and self.Xt_memb is not None
+            self.Xt_memb = self.Xt_memb + Xt_groups @ r
+
+    def _orthogonal_dirs(self, spec: _Spectrum) -> None:
+        """Knockoff directions orthogonal to the top-K eigenvectors (primal orientation).
+
+        A direction uniform on the sphere projects ``(uᵀm')² ≈ θ'²/d`` onto every
+        eigenvector, which moves covariance spikes when ``d`` is small (tabular data,
+        d = 30–60); removing the top-K components leaves the mean-shift signal, which acts
+        through the coupling of ``m'`` with ``x̄ − μ``.  In the dual orientation ``d > n`` and
+        the term is below ``θ'²/n``; the directions stay as drawn there.
+        """
+        if self.data.dual:
+            return
+        V = spec.vectors
+        D = self.knock_dirs - V @ (V.T @ self.knock_dirs)
+        self.used_dirs = D / np.maximum(np.linalg.norm(D, axis=0), 1e-300)
 
     def _side_or_krylov_pass(self, name: str, **products: Any) -> dict[str, np.ndarray]:
         if self.solver == "exact":
@@ -976,8 +1036,10 @@ class _Fit:
         base: LowRank,
         base_terms: list[tuple[np.ndarray, np.ndarray, np.ndarray]],
         strength: float,
+        spec: _Spectrum,
     ) -> list[_Spectrum]:
         """The top ``K + KNOCKOFF_EXTRA`` eigenpairs of each of the B knockoff operators."""
+        self._orthogonal_dirs(spec)
         return [
             self._spectrum(
                 self._lowrank(base_terms + [self._knockoff_term(b, strength)]),
@@ -997,19 +1059,25 @@ class _Fit:
             eps = rmt.invariance_threshold(self.n, self.c, s2, self.threshold_scale)
             strength = rmt.knockoff_strength(spec.values[0], self.c, s2, self.knockoff_factor)
             if self.solver == "exact":
-                return spec, self._knockoff_spectra(base, base_terms, strength), strength, s2, eps
+                return (
+                    spec,
+                    self._knockoff_spectra(base, base_terms, strength, spec),
+                    strength,
+                    s2,
+                    eps,
+                )
             tol = self.tol if self.tol is not None else eps / 10
             # The knockoff spectra are only needed once the original one has settled: the
             # stopping rule asks both, and skipping B Rayleigh–Ritz solves per pass until then
             # changes no decision (the passes and the result are the same).
             knock: list[_Spectrum] | None = None
             if self._krylov_settled(spec, [], history, s2, tol):
-                knock = self._knockoff_spectra(base, base_terms, strength)
+                knock = self._knockoff_spectra(base, base_terms, strength, spec)
                 if self._krylov_settled(spec, knock, history, s2, tol):
                     return spec, knock, strength, s2, eps
             if self.executor.n_passes >= self.max_passes - 1:
                 if knock is None:
-                    knock = self._knockoff_spectra(base, base_terms, strength)
+                    knock = self._knockoff_spectra(base, base_terms, strength, spec)
                     # the bound, for the warning
                     self._krylov_settled(spec, knock, history, s2, tol)
                 warnings.warn(
@@ -1051,6 +1119,20 @@ class _Fit:
         overlaps = np.stack(
             [self._feature_overlaps(spec, sp, b, strength) for b, sp in enumerate(knock)]
         )
+        # only verdicts can be wrong: with no candidate NoSpikeWarning already says it all
+        diagnostics = (
+            model_fit_diagnostics(spec.values, edge, margin, self.feature_var, self.n, self.d)
+            if np.any(spec.values > edge + margin)
+            else []
+        )
+        for line in diagnostics:
+            warnings.warn(line, ModelFitWarning, stacklevel=3)
+        components, scores = self._output_pass(spec)
+        inliers = within = None
+        if self.loc_fit is not None and self.loc_fit.groups.shape[1]:
+            inliers = ~np.any(self.loc_fit.groups > 0, axis=1)
+            within = within_group_variance(scores, self.loc_fit.groups)
+        shift_z = shift_evidence(scores, self.memberships, inliers)
         check = check_invariance(
             spec.values,
             np.stack([sp.values for sp in knock]),
@@ -1059,6 +1141,9 @@ class _Fit:
             edge=edge,
             margin=margin,
             min_overlap=self.min_overlap,
+            shift_z=shift_z,
+            z_threshold=shift_z_threshold(self.K),
+            within=within,
         )
         if not np.any(check.candidate):
             warnings.warn(
@@ -1068,7 +1153,6 @@ class _Fit:
                 NoSpikeWarning,
                 stacklevel=3,
             )
-        components, scores = self._output_pass(spec)
         return dict(
             eigenvalues=spec.values,
             knockoff_eigenvalues_all=np.stack([sp.values for sp in knock]),
@@ -1078,6 +1162,8 @@ class _Fit:
             reasons=check.reasons,
             displacement=check.displacement,
             eigenvector_overlap=check.overlap,
+            shift_z=shift_z,
+            diagnostics="\n".join(diagnostics) or None,
             eigenvalue_bounds=spec.bounds,
             eigenvectors=components,
             scores=scores,

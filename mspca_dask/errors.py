@@ -26,6 +26,8 @@ __all__ = [
     "MSPCAWarning",
     "NoSpikeWarning",
     "ConvergenceWarning",
+    "ModelFitWarning",
+    "NoStableComponentWarning",
 ]
 
 
@@ -109,3 +111,13 @@ class NoSpikeWarning(MSPCAWarning):
 
 class ConvergenceWarning(MSPCAWarning):
     """The iterative solver hit its pass budget before certifying the eigenvalues."""
+
+
+class ModelFitWarning(MSPCAWarning):
+    """The data do not fit the spiked model the verdicts rest on (see the result's
+    ``diagnostics``): heteroscedastic noise, a bulk far from Marchenko–Pastur, or too few
+    samples or features for its asymptotics."""
+
+
+class NoStableComponentWarning(MSPCAWarning):
+    """Spikes were found but every one is a mean shift: no covariance component is kept."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from numbers import Integral, Real
 from typing import TYPE_CHECKING, Any
 
@@ -20,6 +21,8 @@ from sklearn.utils.validation import (
     check_is_fitted,
     validate_data,
 )
+
+from .errors import NoStableComponentWarning
 
 if TYPE_CHECKING:
     import dask.array as da
@@ -141,7 +144,8 @@ class MeanShiftPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstima
     :meth:`transform` returns an array of shape ``(n_samples, 0)`` — the honest answer
     "there is no covariance principal component above the noise".  In the first case
     :func:`mspca_dask.fit` warns with :class:`mspca_dask.NoSpikeWarning`, which is
-    passed on to the caller.
+    passed on to the caller; in the second the estimator warns with
+    :class:`mspca_dask.NoStableComponentWarning`: it never returns zero components silently.
 
     **Input.**  NumPy-like input (lists, pandas DataFrames, ...) is validated as in
     scikit-learn (float64, at least 2 samples, no NaN or infinity, no sparse matrix).
@@ -304,6 +308,14 @@ class MeanShiftPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstima
         self.components_ = np.asarray(res.components, dtype=float).reshape(-1, d)
         self.explained_variance_ = self.eigenvalues_[self.stable_]
         self.n_components_ = int(self.components_.shape[0])
+        if self.n_components_ == 0 and np.any(res.candidate):
+            warnings.warn(
+                f"MeanShiftPCA kept 0 components: all {int(np.sum(res.candidate))} spike(s) "
+                f"above the noise were judged mean shifts (see result_.summary()); "
+                f"transform() returns an empty (n_samples, 0) array.",
+                NoStableComponentWarning,
+                stacklevel=3,
+            )
         self.mean_shift_components_ = np.asarray(res.mean_shift_components, dtype=float).reshape(
             -1, d
         )

@@ -12,11 +12,21 @@ eigenvectors, so robust distances in the low-dimensional score space find it che
 from __future__ import annotations
 
 import warnings
+from dataclasses import dataclass
 
 import numpy as np
 from scipy import stats
 
-__all__ = ["robust_inlier_weights", "MCD_MAX_SAMPLES"]
+__all__ = [
+    "robust_inlier_weights",
+    "MCD_MAX_SAMPLES",
+    "CandidateLocation",
+    "candidate_location",
+    "density_groups",
+    "mixture_evidence",
+    "two_gaussians",
+    "gaussian_mixture",
+]
 
 #: Largest number of samples the MCD is fitted to; larger score matrices are subsampled (rows
 #: drawn at random, seeded) for the fit, and every sample's distance is then taken to that
@@ -92,3 +102,432 @@ def robust_inlier_weights(
         w = np.zeros(n)
         w[order[: max(2, (n + 1) // 2)]] = 1.0
     return w
+
+
+# ---------------------------------------------------------------------------------------------
+# Per-candidate location (the default of ``fit(location="auto")``)
+# ---------------------------------------------------------------------------------------------
+#
+# Why per candidate: with a global knockoff a pair moves only through its eigenvector's overlap
+# with ``x̄ − μ``, so *where μ sits along each candidate eigenvector* decides the verdict.  Along
+# one eigenvector the n scores are a 1-D sample: a mixture there (a density gap, or a
+# two-component fit clearly better than any unimodal shape) means the inliers are its main
+# group; a unimodal sample means no shift along it, and the sample mean is the right centre
+# (it leaves that pair exactly where it is).  MCD in the joint score space instead trims the
+# tails of skewed covariance PCs, cannot separate a cluster that overlaps the inliers sample by
+# sample at large n, and breaks down past ~25 % contamination.
+
+#: Largest number of scores the 1-D density and mixture tests are fitted to (rows drawn at
+#: random, seeded); group means are then taken over every sample.  BIC on all of a very large
+#: sample rejects any slightly misspecified unimodal shape, and the fits stay cheap.
+TEST_MAX_SAMPLES = 4000
+#: BIC margin by which a two-component mixture must beat a Gaussian and a Johnson SU.
+BIC_MARGIN = 2.0
+#: Smallest weight of the minor mixture component (and smallest mass of a density group).
+MIN_GROUP_WEIGHT = 0.05
+#: Smallest mass of a separated density group (a clear gap needs less mass than a mixture fit).
+MIN_DENSITY_WEIGHT = 0.02
+#: Smallest persistence of a density mode, relative to the highest mode.
+MIN_PERSISTENCE = 0.01
+#: How many standard errors of the density estimate a dip between two modes must exceed.
+NOISE_SE = 2.0
+
+
+@dataclass(frozen=True)
+class CandidateLocation:
+    """Inlier offsets along the candidate eigenvectors, and the groups found.
+
+    Attributes
+    ----------
+    offsets : (k,) ndarray
+        Inlier location minus the sample mean, in score units, along each of the ``k``
+        directions (0 where the scores are unimodal).
+    methods : (k,) object ndarray of str
+        How each offset was found: ``"modes"`` (density groups), ``"mixture"`` (two-component
+        fit by BIC), ``"projection"`` (a kurtosis-minimising projection) or ``"mean"``.
+    evidence : (k,) ndarray
+        BIC of the best unimodal fit minus that of the two-component mixture along each
+        direction (positive: a mixture is more likely); ``inf`` for separated density groups.
+    groups : (n, g) ndarray of float
+        Indicator columns of the non-main groups found (one per group), for cluster-aware
+        knockoff memberships.
+    """
+
+    offsets: np.ndarray
+    methods: np.ndarray
+    evidence: np.ndarray
+    groups: np.ndarray
+
+
+def _subsample(t: np.ndarray, cap: int, rng: np.random.Generator) -> np.ndarray:
+    return t if t.size <= cap else t[rng.choice(t.size, size=cap, replace=False)]
+
+
+def density_groups(t: np.ndarray, *, min_weight: float = MIN_DENSITY_WEIGHT) -> np.ndarray | None:
+    """Cut points between the separated groups of a 1-D sample, or None if unimodal.
+
+    A Gaussian kernel density (Silverman's bandwidth) on a grid; its modes are merged by
+    0-dimensional persistence (a mode whose height above the saddle to a higher mode is below
+    :data:`MIN_PERSISTENCE` of the highest mode is noise), and a saddle is kept only when both
+    sides hold at least ``min_weight`` of the sample.
+
+    Parameters
+    ----------
+    t : (m,) ndarray
+        The sample.
+    min_weight : float
+        Smallest share of the sample on each side of a kept cut.
+
+    Returns
+    -------
+    cuts : (g - 1,) ndarray or None
+        Increasing cut points between the ``g >= 2`` groups.
+
+    Examples
+    --------
+    >>> rng = np.random.default_rng(0)
+    >>> t = np.r_[rng.standard_normal(900), 8 + rng.standard_normal(100)]
+    >>> cuts = density_groups(t)
+    >>> bool(cuts is not None and len(cuts) == 1 and 2 < cuts[0] < 6)
+    True
+    >>> density_groups(rng.standard_normal(1000)) is None
+    True
+    """
+    t = np.asarray(t, dtype=float)
+    m = t.size
+    if m < 20:
+        return None
+    sd = float(np.std(t))
+    iqr = float(np.subtract(*np.percentile(t, [75, 25])))
+    spread = min(sd, iqr / 1.349) if iqr > 0 else sd
+    if spread <= 0:
+        return None
+    h = 0.9 * spread * m ** (-0.2)
+    grid = np.linspace(t.min() - 3 * h, t.max() + 3 * h, 512)
+    # binned KDE: histogram on the grid convolved with the kernel (O(grid²), independent of m)
+    step = grid[1] - grid[0]
+    counts = np.histogram(t, bins=np.r_[grid - step / 2, grid[-1] + step / 2])[0].astype(float)
+    lags = np.arange(-len(grid) + 1, len(grid)) * step
+    kern = np.exp(-0.5 * (lags / h) ** 2)
+    f = np.convolve(counts, kern)[len(grid) - 1 : 2 * len(grid) - 1] / (m * h * np.sqrt(2 * np.pi))
+    # standard error of a kernel density estimate at density f: sqrt(f R(K) / (m h)), with
+    # R(K) = 1 / (2√π) for the Gaussian kernel
+    se = np.sqrt(np.maximum(f, 0.0) / (2 * np.sqrt(np.pi) * m * h))
+    peaks = np.flatnonzero((f[1:-1] > f[:-2]) & (f[1:-1] >= f[2:])) + 1
+    if peaks.size < 2:
+        return None
+    top = float(f.max())
+    # persistence merging, left to right: keep a stack of (peak index, height); between two
+    # consecutive kept peaks the saddle is the minimum of f.
+    kept: list[int] = [int(peaks[0])]
+    for p in peaks[1:]:
+        p = int(p)
+        q = kept[-1]
+        at = q + int(np.argmin(f[q : p + 1]))
+        saddle = float(f[at])
+        lower = min(f[q], f[p])
+        # noise: a dip must exceed the estimate's own sampling error at the saddle and at the
+        # lower peak by a wide margin, or it is a wiggle of the kernel estimate
+        noise = NOISE_SE * float(np.hypot(se[at], se[q if f[q] < f[p] else p]))
+        if lower - saddle < max(MIN_PERSISTENCE * top, noise):
+            if f[p] > f[q]:
+                kept[-1] = p
+            continue
+        kept.append(p)
+    if len(kept) < 2:
+        return None
+    cuts = []
+    for q, p in zip(kept[:-1], kept[1:], strict=True):
+        cuts.append(float(grid[q + int(np.argmin(f[q : p + 1]))]))
+    # drop cuts that leave a side too small, greedily from the weakest
+    cuts_arr = np.array(cuts)
+    while cuts_arr.size:
+        edges = np.r_[-np.inf, cuts_arr, np.inf]
+        mass = np.histogram(t, bins=edges)[0] / m
+        small = int(np.argmin(mass))
+        if mass[small] >= min_weight:
+            break
+        # remove the cut next to the smallest group (towards its larger neighbour)
+        if small == 0:
+            drop = 0
+        elif small == len(mass) - 1:
+            drop = cuts_arr.size - 1
+        else:
+            drop = small - 1 if mass[small - 1] >= mass[small + 1] else small
+        cuts_arr = np.delete(cuts_arr, drop)
+    return cuts_arr if cuts_arr.size else None
+
+
+def _normal_loglik(t: np.ndarray) -> float:
+    var = max(float(np.var(t)), 1e-300)
+    return float(-0.5 * t.size * (np.log(2 * np.pi * var) + 1))
+
+
+def two_gaussians(t: np.ndarray, *, n_iter: int = 200) -> tuple[float, np.ndarray, float, float]:
+    """Two-component equal-variance mixture: ``(loglik, means, weight of the first, var)``.
+
+    Examples
+    --------
+    >>> rng = np.random.default_rng(1)
+    >>> t = np.r_[rng.standard_normal(800), 5 + rng.standard_normal(200)]
+    >>> ll, means, w, var = two_gaussians(t)
+    >>> bool(abs(min(means)) < 0.2 and abs(max(means) - 5) < 0.2)
+    True
+    """
+    ll, means, w, var = gaussian_mixture(t, 2, n_iter=n_iter)
+    return ll, means, float(w[0]), var
+
+
+def _johnson_su_loglik(t: np.ndarray) -> float:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            params = stats.johnsonsu.fit(t)
+            ll = float(np.sum(stats.johnsonsu.logpdf(t, *params)))
+        except (ValueError, RuntimeError, FloatingPointError):
+            return -np.inf
+    return ll if np.isfinite(ll) else -np.inf
+
+
+def gaussian_mixture(
+    t: np.ndarray, k: int, *, n_iter: int = 200
+) -> tuple[float, np.ndarray, np.ndarray, float]:
+    """Maximum-likelihood ``k``-component Gaussian mixture with a common variance (EM).
+
+    Starts: the means of the quantile slices of several splits (even, and with small outer
+    slices, so that a small outlying group gets a component); the best likelihood wins.
+
+    Parameters
+    ----------
+    t : (m,) ndarray
+    k : int
+        Number of components (2 or 3).
+    n_iter : int
+
+    Returns
+    -------
+    loglik : float
+    means : (k,) ndarray
+    weights : (k,) ndarray
+    var : float
+
+    Examples
+    --------
+    >>> rng = np.random.default_rng(1)
+    >>> z = rng.standard_normal(1000)
+    >>> t = np.r_[z[:800], 6 + z[800:900], -6 + z[900:]]
+    >>> ll, means, w, var = gaussian_mixture(t, 3)
+    >>> np.round(np.sort(means)).astype(int).tolist(), bool(abs(var - 1) < 0.2)
+    ([-6, 0, 6], True)
+    """
+    if k == 2:
+        splits = [[10], [50], [90]]
+    else:
+        splits = [[33, 67], [10, 90], [5, 95], [10, 50], [50, 90]]
+    t = np.asarray(t, dtype=float)
+    floor = 1e-12 * max(float(np.var(t)), 1e-300)
+    best: tuple[float, np.ndarray, np.ndarray, float] | None = None
+    for qs in splits:
+        label = np.searchsorted(np.percentile(t, qs), t)
+        if np.bincount(label, minlength=k).min() == 0:
+            continue
+        mu = np.array([t[label == j].mean() for j in range(k)])
+        w = np.bincount(label, minlength=k) / t.size
+        var = max(float(np.mean((t - mu[label]) ** 2)), floor)
+        ll_old = -np.inf
+        ll = -np.inf
+        for _ in range(n_iter):
+            logp = (
+                np.log(np.maximum(w, 1e-300))[None, :] - 0.5 * (t[:, None] - mu[None, :]) ** 2 / var
+            )
+            mx = logp.max(axis=1, keepdims=True)
+            lse = mx[:, 0] + np.log(np.exp(logp - mx).sum(axis=1))
+            ll = float(np.sum(lse) - 0.5 * t.size * np.log(2 * np.pi * var))
+            r = np.exp(logp - lse[:, None])
+            sw = r.sum(axis=0)
+            if sw.min() < 1e-9:
+                break
+            w = sw / t.size
+            mu = (r * t[:, None]).sum(axis=0) / sw
+            var = max(float((r * (t[:, None] - mu[None, :]) ** 2).sum() / t.size), floor)
+            if ll - ll_old < 1e-8 * abs(ll):
+                break
+            ll_old = ll
+        if best is None or ll > best[0]:
+            best = (ll, mu, w, var)
+    if best is None:
+        return _normal_loglik(t), np.full(k, t.mean()), np.full(k, 1.0 / k), float(np.var(t))
+    return best
+
+
+def _best_mixture(t: np.ndarray) -> tuple[float, np.ndarray, np.ndarray, float]:
+    """(evidence, means, weights, var) of the 2- or 3-component mixture with the lower BIC."""
+    m = t.size
+    bic_gauss = -2 * _normal_loglik(t) + 2 * np.log(m)
+    bic_jsu = -2 * _johnson_su_loglik(t) + 4 * np.log(m)
+    unimodal = min(bic_gauss, bic_jsu)
+    best: tuple[float, np.ndarray, np.ndarray, float] | None = None
+    for k in (2, 3):
+        ll, means, w, var = gaussian_mixture(t, k)
+        bic = -2 * ll + (2 * k) * np.log(m)  # k means, k - 1 weights, one variance
+        if best is None or unimodal - bic > best[0]:
+            best = (float(unimodal - bic), means, w, var)
+    assert best is not None
+    return best
+
+
+def mixture_evidence(t: np.ndarray) -> tuple[float, float, float]:
+    """BIC evidence for a mixture of two or three groups in a 1-D sample.
+
+    Parameters
+    ----------
+    t : (m,) ndarray
+
+    Returns
+    -------
+    evidence : float
+        ``min(BIC_gauss, BIC_johnson_su) − min(BIC_mix2, BIC_mix3)`` (BIC = −2 log L +
+        parameters · log m; equal-variance mixtures).
+    main_mean : float
+        Mean of the heaviest component of the better mixture.
+    minor_weight : float
+        Weight of its lightest component.
+
+    Examples
+    --------
+    >>> rng = np.random.default_rng(2)
+    >>> t = np.r_[rng.standard_normal(900), 4 + rng.standard_normal(100)]
+    >>> ev, main, w = mixture_evidence(t)
+    >>> bool(ev > 6 and abs(main) < 0.3 and 0.05 < w < 0.2)
+    True
+    >>> bool(mixture_evidence(rng.standard_normal(1000))[0] < 2)
+    True
+    """
+    ev, means, w, _ = _best_mixture(np.asarray(t, dtype=float))
+    return ev, float(means[int(np.argmax(w))]), float(w.min())
+
+
+def _groups_1d(t: np.ndarray, sub: np.ndarray) -> tuple[str, float, float, list[np.ndarray]] | None:
+    """Test one direction: (method, offset, evidence, non-main group masks) or None."""
+    cuts = density_groups(sub)
+    if cuts is not None:
+        label = np.searchsorted(cuts, t)
+        counts = np.bincount(label, minlength=cuts.size + 1)
+        main = int(np.argmax(counts))
+        groups = [label == g for g in range(cuts.size + 1) if g != main and counts[g]]
+        return "modes", float(t[label == main].mean()), float("inf"), groups
+    ev, means, w, var = _best_mixture(sub)
+    if ev > BIC_MARGIN and w.min() >= MIN_GROUP_WEIGHT:
+        main = int(np.argmax(w))
+        # each sample joins the component its posterior favours; the non-main ones are groups
+        logp = np.log(w)[None, :] - 0.5 * (t[:, None] - means[None, :]) ** 2 / var
+        label = np.argmax(logp, axis=1)
+        groups = [label == j for j in range(len(w)) if j != main and np.any(label == j)]
+        return "mixture", float(means[main]), ev, groups
+    return None
+
+
+def _min_kurtosis_directions(T: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """Unit directions (columns, in the input's coordinates) of locally minimal kurtosis.
+
+    Peña & Prieto (2001): a projection on which a cluster and the bulk separate has low
+    kurtosis (a balanced mixture) or high kurtosis (a small outlying group); the low one is
+    what the 1-D tests then need.  Gradient descent on the sphere of the whitened scores from
+    each axis and a few random starts.
+    """
+    n, k = T.shape
+    C = np.cov(T, rowvar=False)
+    evals, evecs = np.linalg.eigh(C)
+    evals = np.maximum(evals, 1e-12 * evals.max())
+    W = evecs / np.sqrt(evals)  # whitening: Y = T W
+    Y = (T - T.mean(axis=0)) @ W
+    starts = np.column_stack([np.eye(k), rng.standard_normal((k, k))])
+    found = []
+    for j in range(starts.shape[1]):
+        w = starts[:, j] / np.linalg.norm(starts[:, j])
+        for _ in range(100):
+            z = Y @ w
+            grad = 4 * (Y * (z**3)[:, None]).mean(axis=0)
+            grad -= (grad @ w) * w
+            w_new = w - 0.05 * grad
+            w_new /= np.linalg.norm(w_new)
+            if np.linalg.norm(w_new - w) < 1e-6:
+                w = w_new
+                break
+            w = w_new
+        found.append(W @ w)
+    D = np.column_stack(found)
+    return D / np.linalg.norm(D, axis=0)
+
+
+def candidate_location(
+    scores: np.ndarray,
+    *,
+    max_samples: int = TEST_MAX_SAMPLES,
+    random_state: int = 0,
+) -> CandidateLocation:
+    """Inlier location along each candidate eigenvector, from the centred sample scores.
+
+    For each column of ``scores`` (the samples' scores on one candidate eigenvector, minus
+    their mean): (a) separated density groups (:func:`density_groups`) give the largest
+    group's mean; (b) else a two-component equal-variance mixture that beats a Gaussian and a
+    Johnson SU by :data:`BIC_MARGIN` (minor weight at least :data:`MIN_GROUP_WEIGHT`) gives
+    its main component's mean; (c) else 0 (the sample mean).  If nothing was found and
+    ``k >= 2``, kurtosis-minimising projections of the scores (Peña & Prieto 2001) get the
+    same tests, and a group found there sets the offsets of every direction to the main
+    group's mean.  The fits use at most ``max_samples`` seeded rows.
+
+    Parameters
+    ----------
+    scores : (n_samples, k) ndarray
+        Sample scores on the ``k`` candidate eigenvectors, centred (column means 0).
+    max_samples : int
+        Cap on the rows the 1-D fits use.
+    random_state : int
+        Seed of the subsample and of the projection starts.
+
+    Returns
+    -------
+    CandidateLocation
+
+    Examples
+    --------
+    >>> rng = np.random.default_rng(0)
+    >>> T = rng.standard_normal((1000, 2)); T[:300, 0] += 6; T -= T.mean(axis=0)
+    >>> loc = candidate_location(T)
+    >>> bool(abs(loc.offsets[0] + 1.8) < 0.2 and loc.offsets[1] == 0.0)
+    True
+    """
+    T = np.asarray(scores, dtype=float)
+    if T.ndim == 1:
+        T = T[:, None]
+    n, k = T.shape
+    rng = np.random.default_rng(random_state)
+    rows = np.arange(n) if n <= max_samples else np.sort(rng.choice(n, max_samples, replace=False))
+    offsets = np.zeros(k)
+    methods = np.array(["mean"] * k, dtype=object)
+    evidence = np.full(k, -np.inf)
+    groups: list[np.ndarray] = []
+    for j in range(k):
+        found = _groups_1d(T[:, j], T[rows, j])
+        if found is None:
+            evidence[j] = mixture_evidence(T[rows, j])[0] if n >= 20 else -np.inf
+            continue
+        methods[j], offsets[j], evidence[j], gs = found
+        groups += gs
+    if not groups and k >= 2 and n > 4 * k:
+        D = _min_kurtosis_directions(T[rows], rng)
+        for j in range(D.shape[1]):
+            z = T @ D[:, j]
+            found = _groups_1d(z, z[rows])
+            if found is None:
+                continue
+            _, _, ev, gs = found
+            main = ~np.any(np.column_stack(gs), axis=1)
+            offsets = T[main].mean(axis=0)
+            methods[:] = "projection"
+            evidence[:] = ev
+            groups = gs
+            break
+    G = np.column_stack(groups).astype(float) if groups else np.zeros((n, 0))
+    return CandidateLocation(offsets=offsets, methods=methods, evidence=evidence, groups=G)

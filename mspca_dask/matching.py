@@ -24,8 +24,17 @@ from dataclasses import dataclass
 
 import numpy as np
 from scipy.optimize import linear_sum_assignment
+from scipy.stats import norm
 
-__all__ = ["InvarianceCheck", "check_invariance", "paper_rule"]
+__all__ = [
+    "InvarianceCheck",
+    "check_invariance",
+    "paper_rule",
+    "shift_evidence",
+    "shift_z_threshold",
+    "within_group_variance",
+    "model_fit_diagnostics",
+]
 
 
 @dataclass(frozen=True)
@@ -46,6 +55,8 @@ class InvarianceCheck:
         Index of the knockoff eigenpair matched to each original one, per knockoff.
     reasons : (K,) object ndarray of str
         Why each eigenpair got its verdict.
+    shift_z : (K,) ndarray or None
+        Evidence of a mean shift along each eigenvector (:func:`shift_evidence`), if given.
     """
 
     stable: np.ndarray
@@ -54,6 +65,7 @@ class InvarianceCheck:
     overlap: np.ndarray
     matched: np.ndarray
     reasons: np.ndarray
+    shift_z: np.ndarray | None = None
 
 
 def check_invariance(
@@ -65,6 +77,9 @@ def check_invariance(
     edge: float,
     margin: float,
     min_overlap: float,
+    shift_z: np.ndarray | None = None,
+    z_threshold: float | None = None,
+    within: np.ndarray | None = None,
 ) -> InvarianceCheck:
     """Label the top-K eigenpairs stable (covariance) or not (mean shift or bulk).
 
@@ -87,6 +102,24 @@ def check_invariance(
         How far above the edge a candidate must be.
     min_overlap : float
         Smallest median eigenvector overlap of a stable pair, in ``(0, 1]``.
+    shift_z : (K,) ndarray or None
+        Evidence of a mean shift along each eigenvector (:func:`shift_evidence`).  When
+        given with ``z_threshold``, the evidence decides: a candidate is a mean shift if and
+        only if its evidence reaches ``z_threshold``.  With knockoff directions orthogonal to
+        the top-K eigenvectors the knockoff moves pair ``i`` through ``s_bi`` alone, so this
+        is the displacement test with its threshold set by a covariance spike's own null
+        (its sampling noise), not by a fixed ``ε``; ``threshold`` and ``min_overlap`` then
+        only label the reasons.
+    z_threshold : float or None
+        Critical value of ``shift_z`` (:func:`shift_z_threshold`).
+    within : (K,) ndarray or None
+        Score variance along each eigenvector *within* the groups found in score space
+        (:func:`within_group_variance`).  A pair whose within-group variance is itself above
+        the candidate line ``edge + margin`` is a covariance spike that mixed with a
+        mean-shift one at finite n (its groups are displaced along it, but removing that
+        leaves a spike): it stays stable even with strong shift evidence.  When six or more
+        eigenvalues were computed and all are above that line (a bulk above the edge), the
+        smallest of them is the line instead.
 
     Returns
     -------
@@ -126,6 +159,25 @@ def check_invariance(
     candidate = lam > edge + margin
     moved = displacement >= threshold
     turned = overlap < min_overlap
+    weak = np.zeros(K, dtype=bool)
+    mixed = np.zeros(K, dtype=bool)
+    if shift_z is not None and z_threshold is not None:
+        # the evidence decides: the knockoff moves pair i through s_bi alone (see
+        # shift_evidence), so a threshold on |s_bi| / SE_bi is the displacement threshold
+        # calibrated by the covariance spike's own null
+        shifted = np.asarray(shift_z) >= z_threshold
+        if within is not None:
+            line = edge + margin
+            if K >= MIN_BULK_CHECK and lam[-1] > line:
+                # the bulk itself is above the edge (correlated noise, e.g. linkage
+                # disequilibrium): the smallest computed eigenvalue is the best estimate
+                # of where the bulk ends
+                line = float(lam[-1])
+            mixed = shifted & (np.asarray(within) > line)
+            shifted &= ~mixed
+        weak = ~shifted & (moved | turned)
+        moved = shifted & (moved | ~turned)
+        turned = shifted & ~moved
     stable = candidate & ~moved & ~turned
     reasons = np.empty(K, dtype=object)
     for i in range(K):
@@ -134,6 +186,12 @@ def check_invariance(
             reasons[i] = (
                 f"bulk: {lam[i]:.4g} is not above the Marchenko-Pastur edge {edge:.4g} "
                 f"by the margin {margin:.3g}"
+            )
+        elif moved[i] and shift_z is not None and z_threshold is not None:
+            reasons[i] = (
+                f"mean shift: shift evidence z = {float(shift_z[i]):.3g} >= {z_threshold:.2f}; "
+                f"eigenvalue moved {displacement[i]:.3g} (threshold {threshold:.3g}), "
+                f"eigenvector overlap {overlap[i]:.3f} ({knock_txt})"
             )
         elif moved[i]:
             reasons[i] = (
@@ -144,6 +202,20 @@ def check_invariance(
             reasons[i] = (
                 f"mean shift: eigenvector turned, overlap {overlap[i]:.3f} < {min_overlap:.3g} "
                 f"({knock_txt}); eigenvalue moved {displacement[i]:.3g}"
+            )
+        elif mixed[i]:
+            assert shift_z is not None and within is not None
+            reasons[i] = (
+                f"stable: groups are displaced along it (shift evidence z = "
+                f"{float(shift_z[i]):.3g}) but its variance within the groups, "  # type: ignore[index]
+                f"{float(within[i]):.4g}, is still a spike: a covariance spike mixed with a "
+                f"mean shift"
+            )
+        elif weak[i]:
+            reasons[i] = (
+                f"stable: the knockoff moved it {displacement[i]:.3g} (threshold "
+                f"{threshold:.3g}, overlap {overlap[i]:.3f}) but the shift evidence "
+                f"z = {float(shift_z[i]):.2f} is below {z_threshold:.2f}"  # type: ignore[index]
             )
         else:
             reasons[i] = (
@@ -157,6 +229,7 @@ def check_invariance(
         overlap=overlap,
         matched=matched,
         reasons=reasons,
+        shift_z=None if shift_z is None else np.asarray(shift_z, dtype=float),
     )
 
 
@@ -183,3 +256,170 @@ def paper_rule(
     lam = np.asarray(eigenvalues, dtype=float)
     knock = np.asarray(knockoff_eigenvalues, dtype=float)
     return np.min(np.abs(lam[:, None] - knock[None, :]), axis=1) < threshold
+
+
+def shift_evidence(
+    scores: np.ndarray, memberships: np.ndarray, inliers: np.ndarray | None = None
+) -> np.ndarray:
+    """Evidence (a z-score) that the knockoffs' memberships are displaced along each eigenvector.
+
+    With the knockoff direction orthogonal to the top-K eigenvectors, knockoff ``b`` moves the
+    pair ``i`` only through ``s_bi = γ'_bᵀ t_i / n``, the membership-weighted mean of the
+    samples' scores ``t_i`` (centred at the location).  For a covariance spike the scores
+    along its eigenvector are not displaced between groups: ``t_i`` has mean 0 and variance
+    ``v_i``, and ``s_bi`` is a weighted mean of them, with standard error
+    ``√(v_i Σ_s γ'_{sb}²) / n``.  The evidence is the median over knockoffs of
+    ``|s_bi| / SE_bi``; it is about ``|N(0, 1)|`` under that null (smaller when the location
+    is the sample mean along ``u_i``), and large for a mean-shift eigenvector.
+
+    Parameters
+    ----------
+    scores : (n_samples, K) ndarray
+        Sample scores on the K eigenvectors, centred at the location.
+    memberships : (n_samples, B) ndarray
+        The knockoffs' memberships ``γ'``.
+    inliers : (n_samples,) bool ndarray or None
+        Samples outside every group found in score space; ``v_i`` is their score variance
+        (under the null the groups, found along other directions, are independent of
+        ``t_i``; along a mean-shift eigenvector the between-group spread then does not
+        inflate the standard error).  None: all samples.
+
+    Returns
+    -------
+    z : (K,) ndarray
+
+    Examples
+    --------
+    >>> rng = np.random.default_rng(0)
+    >>> t = rng.standard_normal((1000, 2)); t[:100, 0] += 6
+    >>> z = shift_evidence(t, np.ones((1000, 3)))
+    >>> bool(z[0] > 5 and z[1] < 3)
+    True
+    """
+    T = np.asarray(scores, dtype=float)
+    A = np.asarray(memberships, dtype=float)
+    keep = T if inliers is None or np.count_nonzero(inliers) < 10 else T[np.asarray(inliers)]
+    v = np.maximum(keep.var(axis=0), np.finfo(float).tiny)  # (K,)
+    s = np.abs(A.T @ T)  # (B, K)
+    se = np.sqrt(np.outer((A**2).sum(axis=0), v))
+    return np.median(s / np.maximum(se, np.finfo(float).tiny), axis=0)
+
+
+def shift_z_threshold(n_components: int, alpha: float = 0.01) -> float:
+    """Critical value of :func:`shift_evidence`: two-sided level ``alpha`` over K pairs.
+
+    Examples
+    --------
+    >>> round(shift_z_threshold(10), 2)
+    3.29
+    """
+    return float(norm.isf(alpha / (2 * max(1, n_components))))
+
+
+def within_group_variance(scores: np.ndarray, groups: np.ndarray) -> np.ndarray:
+    """Pooled score variance along each eigenvector within the cells of the groups.
+
+    Parameters
+    ----------
+    scores : (n_samples, K) ndarray
+    groups : (n_samples, g) ndarray
+        Indicator columns of the groups found in score space; samples with the same pattern
+        of memberships form one cell (samples in no group form the inliers' cell).
+
+    Returns
+    -------
+    within : (K,) ndarray
+        ``Σ_cells Σ_s (t_si − mean of the cell)² / n``.
+
+    Examples
+    --------
+    >>> t = np.array([[0.0], [2.0], [10.0], [12.0]])
+    >>> within_group_variance(t, np.array([[0.0], [0.0], [1.0], [1.0]])).tolist()
+    [1.0]
+    """
+    T = np.asarray(scores, dtype=float)
+    G = np.asarray(groups) > 0
+    if G.shape[1] == 0:
+        return T.var(axis=0)
+    _, cell = np.unique(G, axis=0, return_inverse=True)
+    cell = np.ravel(cell)
+    counts = np.bincount(cell).astype(float)
+    sums = np.zeros((counts.size, T.shape[1]))
+    np.add.at(sums, cell, T)
+    means = sums / counts[:, None]
+    return ((T - means[cell]) ** 2).mean(axis=0)
+
+
+#: Largest relative spread (IQR / median) of the feature variances under the model, at least.
+HETEROSCEDASTIC_SPREAD = 0.5
+#: Fewest computed eigenvalues for the bulk check (asking for K pairs when there are K spikes
+#: is normal; six or more all above the edge is not).
+MIN_BULK_CHECK = 6
+#: Fewest samples or features for which the random-matrix approximations are trusted.
+MIN_DIMENSION = 40
+
+
+def model_fit_diagnostics(
+    eigenvalues: np.ndarray,
+    edge: float,
+    margin: float,
+    feature_variances: np.ndarray | None,
+    n_samples: int,
+    n_features: int,
+) -> list[str]:
+    """Ways in which the data do not fit the spiked model, in words (empty: none seen).
+
+    * **Heteroscedastic noise**: the model has one noise variance for every feature, so the
+      feature variances differ only by the spikes' loadings and sampling noise.  A relative
+      spread ``IQR / median`` above ``max(0.5, 6 √(2/n))`` means the edge and the noise level
+      are wrong for most features (standardise them, or expect bulk directions as spikes).
+    * **Bulk far from Marchenko–Pastur**: every one of six or more computed eigenvalues is
+      above the candidate line, so either there are more than K spikes or the bulk is not
+      Marchenko–Pastur with the estimated noise variance (correlated noise, e.g. linkage
+      disequilibrium); the verdicts then rest on a wrong edge.
+    * **Too small**: ``min(n, d) < 40``: the asymptotics behind the edge and ``g`` are poor.
+
+    Parameters
+    ----------
+    eigenvalues : (K,) ndarray
+    edge, margin : float
+        Marchenko–Pastur edge and the candidate margin above it.
+    feature_variances : (d,) ndarray or None
+    n_samples, n_features : int
+
+    Returns
+    -------
+    list of str
+
+    Examples
+    --------
+    >>> model_fit_diagnostics(np.array([5.0, 3.0]), 3.8, 0.1, np.ones(100), 1000, 100)
+    []
+    >>> len(model_fit_diagnostics(np.full(6, 5.0), 3.8, 0.1, np.ones(30), 30, 30))
+    2
+    """
+    out: list[str] = []
+    lam = np.asarray(eigenvalues, dtype=float)
+    if feature_variances is not None and np.size(feature_variances) >= 4:
+        v = np.asarray(feature_variances, dtype=float)
+        med = float(np.median(v))
+        spread = float(np.subtract(*np.percentile(v, [75, 25]))) / med if med > 0 else np.inf
+        limit = max(HETEROSCEDASTIC_SPREAD, 6 * np.sqrt(2 / n_samples))
+        if spread > limit:
+            out.append(
+                f"heteroscedastic noise: the feature variances spread by {spread:.3g} "
+                f"(interquartile range over median; the model allows about {limit:.2g}); the "
+                f"noise level and bulk edge fit few features. Standardise the features."
+            )
+    if MIN_BULK_CHECK <= lam.size < min(n_samples, n_features) and lam[-1] > edge + margin:
+        out.append(
+            f"bulk far from Marchenko-Pastur: all {lam.size} computed eigenvalues are above the "
+            f"candidate line {edge + margin:.4g} (smallest {lam[-1]:.4g}); there are more "
+            f"spikes than n_components or the noise is correlated."
+        )
+    if min(n_samples, n_features) < MIN_DIMENSION:
+        out.append(
+            f"too small: min(n, d) = {min(n_samples, n_features)} < {MIN_DIMENSION}; the "
+            f"random-matrix approximations behind the edge and the knockoff are poor."
+        )
+    return out

@@ -175,6 +175,16 @@ RESULT_VARIABLES: dict[str, VariableSpec] = {
         "location",
         "Location subtracted from every sample before the analysis (absent: none).",
     ),
+    "shift_z": VariableSpec(
+        (COMPONENT_DIM,),
+        "f",
+        False,
+        "shift_z",
+        "Evidence of a mean shift along each eigenvector, a z-score: median over knockoffs of "
+        "the membership-weighted mean score over its standard error under a covariance spike "
+        "(about |N(0, 1)| for a covariance PC; a mean-shift verdict needs it above the "
+        "Bonferroni critical value at level 0.01 over the K pairs).",
+    ),
     "knockoff_match": VariableSpec(
         (KNOCKOFF_DIM, COMPONENT_DIM),
         "i",
@@ -216,6 +226,11 @@ RESULT_ATTRS: dict[str, AttrSpec] = {
     "solver": AttrSpec("str", True, "Eigensolver used ('exact' or 'randomized')."),
     "n_passes": AttrSpec("int", True, "Number of passes over the data."),
     "random_state": AttrSpec("int", False, "Seed of the fit (omitted when None)."),
+    "diagnostics": AttrSpec(
+        "str",
+        False,
+        "Ways the data do not fit the spiked model, one per line (omitted when none).",
+    ),
     "params": AttrSpec("str", True, "All fit parameters, as a JSON object."),
     "sample_dim": AttrSpec("str", True, "Name of the sample dimension."),
     "feature_dim": AttrSpec("str", True, "Name of the feature dimension."),
@@ -385,6 +400,16 @@ class MSPCAResult:
         Labels of the features, if the source had them.
     sample_dim, feature_dim : str
         Names of the sample and feature dimensions.
+    knockoff_match : (B, K) int ndarray or None
+        Index of the knockoff eigenpair matched to each eigenpair, per knockoff.
+    shift_z : (K,) ndarray or None
+        Evidence of a mean shift along each eigenvector, a z-score (about ``|N(0, 1)|`` for
+        a covariance PC): the median over knockoffs of the membership-weighted mean score
+        over its standard error.  None in results written before it existed.
+    diagnostics : str or None
+        Ways the data do not fit the spiked model (heteroscedastic noise, a bulk far from
+        Marchenko–Pastur, too few samples or features), one per line; each was also issued
+        as a :class:`~mspca_dask.errors.ModelFitWarning`.  None when none was seen.
 
     Notes
     -----
@@ -450,6 +475,8 @@ class MSPCAResult:
     sample_dim: str = "samples"
     feature_dim: str = "features"
     knockoff_match: np.ndarray | None = None
+    shift_z: np.ndarray | None = None
+    diagnostics: str | None = None
 
     # ---------------------------------------------------------------- validation
     def __post_init__(self) -> None:
@@ -488,6 +515,7 @@ class MSPCAResult:
             "scores": (n, K),
             "location": (d,),
             "knockoff_match": (B, K),
+            "shift_z": (K,),
             "sample_coords": (n,),
             "feature_coords": (d,),
         }
@@ -496,6 +524,7 @@ class MSPCAResult:
             if value is None and name in (
                 "location",
                 "knockoff_match",
+                "shift_z",
                 "sample_coords",
                 "feature_coords",
             ):
@@ -719,6 +748,8 @@ class MSPCAResult:
         )
         if self.random_state is not None:
             attrs["random_state"] = int(self.random_state)
+        if self.diagnostics:
+            attrs["diagnostics"] = str(self.diagnostics)
         ds = xr.Dataset(data_vars, coords=coords, attrs=attrs)
         validate_result_dataset(ds)
         return ds
@@ -774,6 +805,7 @@ class MSPCAResult:
             solver=str(attrs["solver"]),
             n_passes=int(attrs["n_passes"]),
             random_state=None if rs is None else int(rs),
+            diagnostics=attrs.get("diagnostics"),
             params=params,
             sample_coords=_coord(ds, sample_dim),
             feature_coords=_coord(ds, feature_dim),
@@ -824,6 +856,7 @@ class MSPCAResult:
                 f"{self.displacement[i]:.3g}",
                 f"{self.eigenvector_overlap[i]:.3f}",
                 f"{self.eigenvalue_bounds[i]:.2g}",
+                "-" if self.shift_z is None else f"{self.shift_z[i]:.3g}",
                 str(verdicts[i]),
                 str(self.reasons[i]),
             )
@@ -837,6 +870,7 @@ class MSPCAResult:
         "displacement",
         "overlap",
         "bound",
+        "shift z",
         "verdict",
         "reason",
     )
@@ -853,6 +887,7 @@ class MSPCAResult:
             f"{self.knockoff_strength:.4g}",
             f"solver = {self.solver}{precision}, passes = {self.n_passes}, "
             f"random_state = {self.random_state}",
+            *(f"model misfit: {line}" for line in (self.diagnostics or "").splitlines()),
         ]
 
     def summary(self) -> str:
@@ -864,7 +899,8 @@ class MSPCAResult:
             Header lines (n, d, noise variance, Marchenko–Pastur edge, threshold ε,
             knockoff strength θ'², solver, passes), then per eigenpair: index, eigenvalue,
             first knockoff's eigenvalue at the same index, displacement, eigenvector
-            overlap, eigenvalue error bound, verdict and reason.
+            overlap, eigenvalue error bound, mean-shift evidence ``shift_z``, verdict and
+            reason.
         """
         rows = [self._TABLE_HEADER, *self._table_rows()]
         ncol = len(self._TABLE_HEADER)

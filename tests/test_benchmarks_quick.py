@@ -127,3 +127,25 @@ def test_accuracy_quick__runs_and_merges_one_method_into_stored_results(tmp_path
     assert row2["methods"]["ms-pca"] == row["methods"]["ms-pca"]  # kept, not rerun
     assert set(row2["methods"]) == {"ms-pca", "vanilla-pca", "ms-pca-randomized"}
     assert row2["methods"]["ms-pca-randomized"]["mean"] > 90  # same data as ms-pca
+
+
+def test_accuracy_quick__beyond_suite_writes_its_table(tmp_path):
+    proc = subprocess.run(
+        [sys.executable, str(BENCH / "accuracy.py"), "--suite", "beyond", "--quick",
+         "--out", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=ROOT,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    payload = json.loads((tmp_path / "accuracy.json").read_text())
+    rows = {r["scenario"]: r for r in payload["beyond"]}
+    assert payload["meta"]["beyond"]["quick"] is True
+    assert set(rows) == {"paper pi1=0.05", "3 equal clusters 5 % each",
+                         "no contamination, 2 cov spikes"}
+    assert all(r["trials"] == 1 for r in rows.values())
+    assert 0 <= rows["paper pi1=0.05"]["mean_alignment"] <= 100
+    assert "trials_with_false_flag" in rows["no contamination, 2 cov spikes"]
+    md = (tmp_path / "accuracy.md").read_text()
+    assert "## Beyond the paper's setting" in md and "| 3 equal clusters 5 % each |" in md

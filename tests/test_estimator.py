@@ -25,8 +25,13 @@ from mspca_dask.testing import alignment, paper_setting
 # above the Marchenko-Pastur edge, so the fit warns NoSpikeWarning (on purpose: the user is
 # told) and keeps 0 components, a documented outcome.  The warning is ignored here only
 # because our pytest configuration turns every warning into an error; nothing is marked as
-# an expected failure.
+# an expected failure.  Some checks fit 2-10 features with a spike above the edge: the fit
+# then warns ModelFitWarning ("too small" for the random-matrix approximations), or, when
+# that spike is judged a mean shift, NoStableComponentWarning (0 components kept): also on
+# purpose, and ignored here for the same reason.
 @pytest.mark.filterwarnings("ignore::mspca_dask.NoSpikeWarning")
+@pytest.mark.filterwarnings("ignore::mspca_dask.ModelFitWarning")
+@pytest.mark.filterwarnings("ignore::mspca_dask.NoStableComponentWarning")
 @parametrize_with_checks(
     [
         MeanShiftPCA(n_components=2),
@@ -293,3 +298,15 @@ def test_random_state_instance_and_feature_names(small):
     assert est.transform(df).shape == (300, est.n_components_)
     with pytest.raises(ValueError, match="Feature names must be in the same order"):
         est.transform(df[df.columns[::-1]])
+
+
+def test_mean_shift_pca__warns_when_every_spike_is_a_mean_shift():
+    from mspca_dask import NoStableComponentWarning
+    from mspca_dask.testing import make_spiked_mixture
+
+    X = make_spiked_mixture(600, 300, covariance_spikes=(), mean_shift_weights=(0.1,),
+                            random_state=4).to_numpy()
+    est = MeanShiftPCA(n_components=3, random_state=0)
+    with pytest.warns(NoStableComponentWarning, match="kept 0 components: all 1 spike"):
+        est.fit(X)
+    assert est.n_components_ == 0 and est.mean_shift_components_.shape == (1, 300)

@@ -14,16 +14,27 @@ import zarr
 import mspca_dask
 from mspca_dask import rmt
 from mspca_dask.api import KNOCKOFF_EXTRA
-from mspca_dask.matching import check_invariance
+from mspca_dask.location import candidate_location
+from mspca_dask.matching import (
+    check_invariance,
+    shift_evidence,
+    shift_z_threshold,
+    within_group_variance,
+)
 from mspca_dask.testing import alignment, make_spiked_mixture, paper_setting
 
 
-def reference_mspca(X, K, *, location, random_state, B=5, weight=1.0, factor=2.0, C=3.0, min_overlap=0.5, margin=4.0):
-    """Dense MS-PCA that materialises every knockoff matrix (no low-rank algebra)."""
+def reference_mspca(X, K, *, location, random_state, B=5, weight=1.0, factor=2.0, C=3.0,
+                    min_overlap=0.5, margin=4.0, auto=False, orthogonal=True):
+    """Dense MS-PCA that materialises every knockoff matrix (no low-rank algebra).
+
+    ``auto``: ``location`` came from ``location="auto"``; the groups that the location rule
+    finds on the mean-centred data's candidate scores join every knockoff's membership.
+    """
     n, d = X.shape
     c = d / n
     Xl = X - location[None, :] if location is not None else X.copy()
-    _sketch, s_dir, s_memb = np.random.SeedSequence(random_state).spawn(3)
+    _sketch, s_dir, s_memb, s_groups = np.random.SeedSequence(random_state).spawn(4)
     dirs = np.random.default_rng(s_dir).standard_normal((d, B))
     dirs /= np.linalg.norm(dirs, axis=0)
     memb = np.ones((n, B))
@@ -33,8 +44,22 @@ def reference_mspca(X, K, *, location, random_state, B=5, weight=1.0, factor=2.0
         k = max(1, round(weight * n))
         for b in range(B):
             memb[rng.choice(n, size=k, replace=False), b] = 1
+    groups = np.zeros((n, 0))
+    if auto:
+        Xc = X - X.mean(axis=0)
+        w0, V0 = np.linalg.eigh(Xc.T @ Xc / n)
+        lam0, U0 = w0[::-1][:K], V0[:, ::-1][:, :K]
+        s20 = rmt.estimate_noise_variance(float(np.sum(Xc**2)) / n, lam0, n, d)
+        k0 = int(np.clip(np.count_nonzero(lam0 > rmt.mp_edges(c, s20)[1]), 1, K))
+        groups = candidate_location(Xc @ U0[:, :k0], random_state=random_state).groups
+        if groups.shape[1]:
+            r = 3.0 * np.random.default_rng(s_groups).standard_normal((groups.shape[1], B))
+            memb = memb + groups @ r
     w, V = np.linalg.eigh(Xl.T @ Xl / n)
     lam, U = w[::-1][:K], V[:, ::-1][:, :K]
+    if orthogonal:  # knockoff directions orthogonal to the top-K eigenvectors (primal)
+        dirs = dirs - U @ (U.T @ dirs)
+        dirs /= np.linalg.norm(dirs, axis=0)
     s2 = rmt.estimate_noise_variance(float(np.sum(Xl**2)) / n, lam, n, d)
     eps = rmt.invariance_threshold(n, c, s2, C)
     t2 = rmt.knockoff_strength(lam[0], c, s2, factor)
@@ -46,8 +71,12 @@ def reference_mspca(X, K, *, location, random_state, B=5, weight=1.0, factor=2.0
         knock.append(wk[::-1][: K + KNOCKOFF_EXTRA])
         ovs.append(np.abs(U.T @ Vk[:, ::-1][:, : K + KNOCKOFF_EXTRA]))
     edge = rmt.mp_edges(c, s2)[1]
+    inliers = ~np.any(groups > 0, axis=1) if groups.shape[1] else None
     chk = check_invariance(lam, np.array(knock), np.array(ovs), threshold=eps, edge=edge,
-                           margin=margin * rmt.tracy_widom_scale(n, d, s2), min_overlap=min_overlap)
+                           margin=margin * rmt.tracy_widom_scale(n, d, s2), min_overlap=min_overlap,
+                           shift_z=shift_evidence(Xl @ U, memb, inliers),
+                           z_threshold=shift_z_threshold(K),
+                           within=within_group_variance(Xl @ U, groups) if groups.shape[1] else None)
     return dict(eigenvalues=lam, knockoff=np.array(knock), stable=chk.stable, vectors=U, scores=Xl @ U, s2=s2, eps=eps, t2=t2)
 
 
@@ -73,7 +102,8 @@ def test_fit__matches_dense_reference(small, solver, orientation, location):
     loc = {"none": None, "given": X[small.membership == 0].mean(axis=0), "auto": "auto"}[location]
     res = mspca_dask.fit(da.from_array(X, chunks=chunks), n_components=6, location=loc, solver=solver, random_state=11)
     ref_loc = None if location == "none" else (loc if location == "given" else res.location)
-    ref = reference_mspca(X, 6, location=ref_loc, random_state=11)
+    ref = reference_mspca(X, 6, location=ref_loc, random_state=11, auto=location == "auto",
+                          orthogonal=orientation == "primal")
     spikes = ref["eigenvalues"] > rmt.mp_edges(X.shape[1] / X.shape[0], ref["s2"])[1]
     assert spikes.sum() >= 2
     assert res.stable.tolist() == ref["stable"].tolist()

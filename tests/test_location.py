@@ -56,3 +56,78 @@ def test_robust_inlier_weights__never_keep_fewer_than_half():
 
 def test_robust_inlier_weights__too_few_samples_are_all_inliers():
     np.testing.assert_array_equal(robust_inlier_weights(np.ones((3, 2))), np.ones(3))
+
+
+# ------------------------------------------------------------------ per-candidate location
+from mspca_dask.location import candidate_location, density_groups, gaussian_mixture  # noqa: E402
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_density_groups__never_split_gaussian_heavy_tailed_or_skewed_samples(seed):
+    rng = np.random.default_rng(seed)
+    for t in (rng.standard_normal(1000), rng.standard_t(5, 1000), rng.gamma(4.0, size=1000),
+              rng.standard_normal(4000)):
+        assert density_groups(t) is None
+
+
+def test_density_groups__cut_between_separated_groups():
+    rng = np.random.default_rng(0)
+    t = np.r_[rng.standard_normal(950), 8 + rng.standard_normal(50)]
+    cuts = density_groups(t)
+    assert cuts is not None and len(cuts) == 1 and 2 < cuts[0] < 7
+
+
+def test_candidate_location__offset_is_the_main_groups_mean_up_to_45_percent():
+    rng = np.random.default_rng(1)
+    z = rng.standard_normal((2000, 2))
+    z[:900, 0] += 3.0  # 45 % displaced by 3 sd: overlapping groups, no density gap needed
+    T = z - z.mean(axis=0)
+    loc = candidate_location(T)
+    inlier_mean = T[900:, 0].mean()
+    assert loc.methods[0] in ("mixture", "modes")
+    assert abs(loc.offsets[0] - inlier_mean) < 0.15
+    assert loc.offsets[1] == 0.0 and loc.methods[1] == "mean"
+    assert loc.groups.shape == (2000, 1) and loc.groups[:900, 0].mean() > 0.8
+
+
+def test_candidate_location__unimodal_skewed_scores_keep_the_sample_mean():
+    # a skewed covariance PC (genotype-like) must not drag the location: Johnson SU fits it
+    rng = np.random.default_rng(2)
+    T = np.column_stack([rng.gamma(2.0, size=3000), rng.standard_t(5, 3000)])
+    loc = candidate_location(T - T.mean(axis=0))
+    np.testing.assert_array_equal(loc.offsets, 0.0)
+    assert loc.groups.shape == (3000, 0)
+
+
+def test_candidate_location__equal_clusters_on_both_sides_give_two_groups():
+    rng = np.random.default_rng(3)
+    t = 1.4 * rng.standard_normal(1000)
+    t[:100] += 5.0
+    t[100:200] -= 4.5
+    loc = candidate_location((t - t.mean())[:, None])
+    assert loc.groups.shape[1] == 2
+    assert abs(loc.offsets[0] - (t[200:] - t.mean()).mean()) < 0.2
+
+
+def test_candidate_location__large_n_fits_a_capped_subsample_and_is_reproducible():
+    # paper scaling at large n: per sample the cluster overlaps the inliers (2.5 sd), in
+    # aggregate it is obvious; the fits see TEST_MAX_SAMPLES rows
+    rng = np.random.default_rng(4)
+    z = rng.standard_normal((60_000, 1))
+    z[:6000, 0] += 2.5
+    T = z - z.mean(axis=0)
+    a, b = candidate_location(T), candidate_location(T)
+    np.testing.assert_array_equal(a.offsets, b.offsets)
+    assert a.methods[0] == "mixture"
+    assert abs(a.offsets[0] - T[6000:, 0].mean()) < 0.05
+
+
+def test_gaussian_mixture__recovers_three_components():
+    rng = np.random.default_rng(5)
+    z = rng.standard_normal(1500)
+    t = np.r_[z[:1200], 6 + z[1200:1350], -6 + z[1350:]]
+    _, means, w, var = gaussian_mixture(t, 3)
+    order = np.argsort(means)
+    np.testing.assert_allclose(means[order], [-6, 0, 6], atol=0.3)
+    np.testing.assert_allclose(w[order], [0.1, 0.8, 0.1], atol=0.03)
+    assert abs(var - 1) < 0.15

@@ -81,3 +81,90 @@ def test_check_invariance__stable_only_above_edge_and_within_threshold(lam, shif
 
 def test_paper_rule__any_eigenvalue_within_eps():
     assert paper_rule(np.array([6.0, 4.3]), np.array([9.5, 4.31]), 0.035).tolist() == [False, True]
+
+
+# ------------------------------------------------------------------ shift evidence
+from mspca_dask.matching import (  # noqa: E402
+    model_fit_diagnostics,
+    shift_evidence,
+    shift_z_threshold,
+    within_group_variance,
+)
+
+
+def test_shift_evidence__is_on_the_standard_normal_scale_under_the_null():
+    rng = np.random.default_rng(0)
+    zs = []
+    for _ in range(200):
+        T = rng.standard_normal((500, 3)) * np.array([3.0, 1.0, 0.5])
+        memb = 1.0 + 3.0 * rng.standard_normal((1, 5)) * (rng.random((500, 1)) < 0.1)
+        zs.append(shift_evidence(T, memb))
+    z = np.concatenate(zs)
+    assert 0.3 < np.median(z) < 1.0  # the median of 5 |N(0, 1)| draws is about 0.67
+    assert np.mean(z >= shift_z_threshold(3)) < 0.005
+
+
+def test_shift_evidence__inlier_variance_sharpens_a_displaced_group():
+    rng = np.random.default_rng(1)
+    T = rng.standard_normal((1000, 1))
+    T[:50] += 5.0
+    inl = np.ones(1000, bool)
+    inl[:50] = False
+    memb = np.ones((1000, 1)) + 3.0 * (~inl)[:, None]
+    assert shift_evidence(T, memb, inl)[0] > shift_evidence(T, memb)[0] > 10
+
+
+def test_check_invariance__evidence_decides_the_verdict():
+    lam = np.array([6.0, 4.5, 4.3])
+    knock = np.array([[9.0, 6.1, 4.5, 4.3, 3.0]])
+    ov = np.zeros((1, 3, 5))
+    ov[0, 0, 1], ov[0, 1, 2], ov[0, 2, 3] = 0.9, 0.99, 0.99
+    res = check_invariance(lam, knock, ov, threshold=0.05, edge=3.8, margin=0.1, min_overlap=0.5,
+                           shift_z=np.array([0.5, 8.0, 1.0]), z_threshold=3.3)
+    # 0 moved by 0.1 > threshold but its evidence is 0.5: stable; 1 did not move but z = 8
+    assert res.stable.tolist() == [True, False, True]
+    assert "z = 8" in res.reasons[1] and "below 3.30" in res.reasons[0]
+
+
+def test_check_invariance__covariance_spike_mixed_with_a_mean_shift_stays_stable():
+    lam = np.array([6.0, 4.5])
+    knock = np.array([[6.0, 4.5, 3.0]])
+    ov = np.array([[[1.0, 0, 0], [0, 1.0, 0]]])
+    res = check_invariance(lam, knock, ov, threshold=0.05, edge=3.8, margin=0.1, min_overlap=0.5,
+                           shift_z=np.array([20.0, 5.0]), z_threshold=3.3,
+                           within=np.array([2.5, 4.2]))
+    assert res.stable.tolist() == [False, True]
+    assert "still a spike" in res.reasons[1]
+
+
+def test_within_group_variance__pools_the_cells_of_overlapping_groups():
+    t = np.array([[0.0], [2.0], [10.0], [12.0], [20.0], [22.0]])
+    groups = np.array([[0, 0], [0, 0], [1, 0], [1, 0], [1, 1], [1, 1]], dtype=float)
+    np.testing.assert_allclose(within_group_variance(t, groups), [1.0])
+    np.testing.assert_allclose(within_group_variance(t, np.zeros((6, 0))), t.var(axis=0))
+
+
+def test_model_fit_diagnostics__names_each_misfit():
+    assert model_fit_diagnostics(np.array([6.0, 3.0]), 3.8, 0.1, np.ones(500), 1000, 500) == []
+    hetero = np.r_[np.ones(250), 10 * np.ones(250)]
+    (line,) = model_fit_diagnostics(np.array([6.0, 3.0]), 3.8, 0.1, hetero, 1000, 500)
+    assert line.startswith("heteroscedastic noise")
+    (line,) = model_fit_diagnostics(np.full(6, 5.0), 3.8, 0.1, np.ones(500), 1000, 500)
+    assert line.startswith("bulk far from Marchenko-Pastur")
+    # K pairs asked and K spikes present is no misfit
+    assert model_fit_diagnostics(np.full(5, 5.0), 3.8, 0.1, np.ones(500), 1000, 500) == []
+    lines = model_fit_diagnostics(np.array([6.0, 3.0]), 3.8, 0.1, np.ones(30), 1000, 30)
+    assert lines == [lines[0]] and lines[0].startswith("too small")
+
+
+def test_check_invariance__bulk_above_the_edge_moves_the_mixed_spike_line_to_the_smallest_pair():
+    # correlated noise (genotype LD): every one of 6 pairs is above the edge; a pair whose
+    # within-group variance (3.0) is below the bulk's top (the 6th eigenvalue, 3.5) is a mean
+    # shift, one still above it (4.2) is a mixed covariance spike
+    lam = np.array([9.0, 7.0, 5.0, 4.5, 4.0, 3.5])
+    knock = np.tile(lam, (1, 1))
+    ov = np.eye(6)[None]
+    kw = dict(threshold=0.05, edge=2.0, margin=0.1, min_overlap=0.5, z_threshold=3.3)
+    res = check_invariance(lam, knock, ov, shift_z=np.array([20.0, 20.0, 0, 0, 0, 0]),
+                           within=np.array([3.0, 4.2, 1, 1, 1, 1]), **kw)
+    assert res.stable.tolist() == [False, True, True, True, True, True]

@@ -77,6 +77,8 @@ def make_result(
         sample_dim=sample_dim,
         feature_dim=feature_dim,
         knockoff_match=np.tile(np.arange(K), (B, 1)),
+        shift_z=np.array([0.4, 12.0, 1.1, 0.2]),
+        diagnostics="too small: min(n, d) = 4 < 40",
     )
     fields.update(overrides)
     return MSPCAResult(**fields)  # type: ignore[arg-type]
