@@ -283,8 +283,8 @@ def _stats_candidates_block(
 ) -> np.ndarray:
     """Chunk function: ``(v, k)`` statistics and candidate flag; writes the candidate rows.
 
-    Columns ``alt_sum, n_called, candidate, alt_sq_sum [, ref_alt_sum, ref_n_called]``.  The candidate
-    rows go to ``root/part-<chunk index>`` (int8, one array per raw chunk): rewriting the
+    Columns ``alt_sum, n_called, candidate, alt_sq_sum [, ref_alt_sum, ref_n_called]``.  The
+    candidate rows go to ``root/part-<chunk index>`` (int8, one array per raw chunk): rewriting the
     same part on a retry writes the same bytes.
     """
     import zarr
