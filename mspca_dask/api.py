@@ -481,8 +481,6 @@ class _Fit:
     mu: np.ndarray | None = field(init=False, default=None)  # (d,)
     X_mu: np.ndarray | None = field(init=False, default=None)  # dual: X μ (n,)
     loc_fit: Any = field(init=False, default=None)  # CandidateLocation (location="auto")
-    # knockoff directions used by the knockoff spectra (primal: orthogonal to the top-K)
-    used_dirs: np.ndarray | None = field(init=False, default=None)
 
     # ------------------------------------------------------------------ setup
     def __post_init__(self) -> None:
@@ -555,8 +553,7 @@ class _Fit:
 
     def _knockoff_term(self, b: int, strength: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         scale = math.sqrt(strength / self.knockoff_weight)  # θ'² = π' ‖m'‖²
-        dirs = self.knock_dirs if self.used_dirs is None else self.used_dirs
-        f = scale * dirs[:, b]
+        f = scale * self.knock_dirs[:, b]
         a = self.memberships[:, b]
         if self.data.dual:
             assert self.X_dirs is not None
@@ -1011,21 +1008,6 @@ class _Fit:
             assert Xt_groups is not None and self.Xt_memb is not None
             self.Xt_memb = self.Xt_memb + Xt_groups @ r
 
-    def _orthogonal_dirs(self, spec: _Spectrum) -> None:
-        """Knockoff directions orthogonal to the top-K eigenvectors (primal orientation).
-
-        A direction uniform on the sphere projects ``(uᵀm')² ≈ θ'²/d`` onto every
-        eigenvector, which moves covariance spikes when ``d`` is small (tabular data,
-        d = 30–60); removing the top-K components leaves the mean-shift signal, which acts
-        through the coupling of ``m'`` with ``x̄ − μ``.  In the dual orientation ``d > n`` and
-        the term is below ``θ'²/n``; the directions stay as drawn there.
-        """
-        if self.data.dual:
-            return
-        V = spec.vectors
-        D = self.knock_dirs - V @ (V.T @ self.knock_dirs)
-        self.used_dirs = D / np.maximum(np.linalg.norm(D, axis=0), 1e-300)
-
     def _side_or_krylov_pass(self, name: str, **products: Any) -> dict[str, np.ndarray]:
         if self.solver == "exact":
             return self._pass(name, **products)
@@ -1036,10 +1018,8 @@ class _Fit:
         base: LowRank,
         base_terms: list[tuple[np.ndarray, np.ndarray, np.ndarray]],
         strength: float,
-        spec: _Spectrum,
     ) -> list[_Spectrum]:
         """The top ``K + KNOCKOFF_EXTRA`` eigenpairs of each of the B knockoff operators."""
-        self._orthogonal_dirs(spec)
         return [
             self._spectrum(
                 self._lowrank(base_terms + [self._knockoff_term(b, strength)]),
@@ -1061,7 +1041,7 @@ class _Fit:
             if self.solver == "exact":
                 return (
                     spec,
-                    self._knockoff_spectra(base, base_terms, strength, spec),
+                    self._knockoff_spectra(base, base_terms, strength),
                     strength,
                     s2,
                     eps,
@@ -1072,12 +1052,12 @@ class _Fit:
             # changes no decision (the passes and the result are the same).
             knock: list[_Spectrum] | None = None
             if self._krylov_settled(spec, [], history, s2, tol):
-                knock = self._knockoff_spectra(base, base_terms, strength, spec)
+                knock = self._knockoff_spectra(base, base_terms, strength)
                 if self._krylov_settled(spec, knock, history, s2, tol):
                     return spec, knock, strength, s2, eps
             if self.executor.n_passes >= self.max_passes - 1:
                 if knock is None:
-                    knock = self._knockoff_spectra(base, base_terms, strength, spec)
+                    knock = self._knockoff_spectra(base, base_terms, strength)
                     # the bound, for the warning
                     self._krylov_settled(spec, knock, history, s2, tol)
                 warnings.warn(
