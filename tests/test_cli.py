@@ -21,7 +21,10 @@ from mspca_dask.cli import main
 from mspca_dask.testing import make_spiked_mixture
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-TABLE_ROW = re.compile(r"^\d+\s+\S+\s+\S+\s+\S+\s+\S+\s+\S+\s+(stable|mean shift|bulk)\s", re.M)
+# index, eigenvalue, knockoff, displacement, overlap, bound, shift z, verdict
+TABLE_ROW = re.compile(
+    r"^\d+\s+\S+\s+\S+\s+\S+\s+\S+\s+\S+\s+\S+\s+(stable|mean shift|bulk)\s", re.M
+)
 STABLE_SENTENCE = re.compile(
     r"MS-PCA's first stable component .* aligns \d+\.\d% with the true covariance PC"
 )
