@@ -41,7 +41,8 @@ from typing import Any
 import dask.array as da
 import numpy as np
 
-from .errors import DTypeError, ParameterError, ShapeError
+from . import preprocess
+from .errors import ParameterError, ShapeError
 
 __all__ = [
     "DEFAULT_MEMORY_BUDGET",
@@ -126,17 +127,7 @@ def calls_from_genotypes(call_genotype: da.Array) -> da.Array:
     >>> calls_from_genotypes(gt).compute().tolist()
     [[1, 2, -1, 1]]
     """
-    if call_genotype.ndim != 3:
-        raise ShapeError(
-            "call_genotype must be 3-D, shaped (variants, samples, ploidy) "
-            f"(got shape {call_genotype.shape})"
-        )
-    if call_genotype.dtype.kind not in "iu":
-        raise DTypeError(
-            f"call_genotype must hold integer allele indices (got dtype {call_genotype.dtype})"
-        )
-    if len(call_genotype.chunks[2]) > 1:
-        call_genotype = call_genotype.rechunk({2: -1})
+    call_genotype = preprocess.checked_genotypes(call_genotype)
     return da.map_blocks(_calls_block, call_genotype, drop_axis=2, dtype=np.int8)
 
 
@@ -169,6 +160,35 @@ def _variant_stats_block(calls: np.ndarray, ref: np.ndarray | None) -> np.ndarra
 def _sample_stats_block(calls: np.ndarray) -> np.ndarray:
     """Chunk function: ``(1, s)`` called variants per sample in this chunk."""
     return (calls >= 0).sum(axis=0, dtype=np.int64)[None, :]
+
+
+def _sample_n_called(calls: da.Array) -> da.Array:
+    """``(n_samples,)`` called variants per sample (lazy)."""
+    return da.blockwise(
+        _sample_stats_block,
+        "ij",
+        calls,
+        "ij",
+        adjust_chunks={"i": 1},
+        dtype=np.int64,
+        meta=np.empty((0, 0), dtype=np.int64),
+    ).sum(axis=0)
+
+
+def _statistics_products(
+    per_variant: da.Array, per_sample: da.Array, with_reference: bool
+) -> dict[str, da.Array]:
+    """Name the columns of :func:`_variant_stats_block` (any further column is ignored)."""
+    out = {
+        "alt_sum": per_variant[:, 0],
+        "n_called": per_variant[:, 1].astype(np.int64),
+        "alt_sq_sum": per_variant[:, 2],
+        "sample_n_called": per_sample,
+    }
+    if with_reference:
+        out["ref_alt_sum"] = per_variant[:, 3]
+        out["ref_n_called"] = per_variant[:, 4].astype(np.int64)
+    return out
 
 
 def call_statistics(calls: da.Array, reference: np.ndarray | None = None) -> dict[str, da.Array]:
@@ -217,25 +237,7 @@ def call_statistics(calls: da.Array, reference: np.ndarray | None = None) -> dic
         dtype=np.float64,
         meta=np.empty((0, 0, 0)),
     ).sum(axis=1)
-    per_sample = da.blockwise(
-        _sample_stats_block,
-        "ij",
-        calls,
-        "ij",
-        adjust_chunks={"i": 1},
-        dtype=np.int64,
-        meta=np.empty((0, 0), dtype=np.int64),
-    ).sum(axis=0)
-    out = {
-        "alt_sum": per_variant[:, 0],
-        "n_called": per_variant[:, 1].astype(np.int64),
-        "alt_sq_sum": per_variant[:, 2],
-        "sample_n_called": per_sample,
-    }
-    if ref_d is not None:
-        out["ref_alt_sum"] = per_variant[:, 3]
-        out["ref_n_called"] = per_variant[:, 4].astype(np.int64)
-    return out
+    return _statistics_products(per_variant, _sample_n_called(calls), ref_d is not None)
 
 
 # --------------------------------------------------------------------------------------
@@ -283,9 +285,9 @@ def _stats_candidates_block(
 ) -> np.ndarray:
     """Chunk function: ``(v, k)`` statistics and candidate flag; writes the candidate rows.
 
-    Columns ``alt_sum, n_called, candidate, alt_sq_sum [, ref_alt_sum, ref_n_called]``.  The
-    candidate rows go to ``root/part-<chunk index>`` (int8, one array per raw chunk): rewriting the
-    same part on a retry writes the same bytes.
+    Columns: those of :func:`_variant_stats_block`, then the candidate flag.  The candidate
+    rows go to ``root/part-<chunk index>`` (int8, one array per raw chunk): rewriting the same
+    part on a retry writes the same bytes.
     """
     import zarr
 
@@ -299,11 +301,7 @@ def _stats_candidates_block(
         chunks=(max(1, rows.shape[0]), max(1, rows.shape[1])),
         overwrite=True,
     )
-    out = np.empty((calls.shape[0], stats.shape[1] + 1), dtype=np.float64)
-    out[:, :2] = stats[:, :2]
-    out[:, 2] = cand
-    out[:, 3:] = stats[:, 2:]
-    return out
+    return np.column_stack([stats, cand])
 
 
 def statistics_and_candidates(
@@ -339,25 +337,8 @@ def statistics_and_candidates(
         dtype=np.float64,
         meta=np.empty((0, 0)),
     )
-    per_sample = da.blockwise(
-        _sample_stats_block,
-        "ij",
-        calls,
-        "ij",
-        adjust_chunks={"i": 1},
-        dtype=np.int64,
-        meta=np.empty((0, 0), dtype=np.int64),
-    ).sum(axis=0)
-    out = {
-        "alt_sum": per_variant[:, 0],
-        "n_called": per_variant[:, 1].astype(np.int64),
-        "candidate": per_variant[:, 2].astype(bool),
-        "alt_sq_sum": per_variant[:, 3],
-        "sample_n_called": per_sample,
-    }
-    if ref is not None:
-        out["ref_alt_sum"] = per_variant[:, 4]
-        out["ref_n_called"] = per_variant[:, 5].astype(np.int64)
+    out = _statistics_products(per_variant, _sample_n_called(calls), ref is not None)
+    out["candidate"] = per_variant[:, -1].astype(bool)
     return out
 
 

@@ -108,6 +108,17 @@ def dosage_from_genotypes(call_genotype: da.Array) -> da.Array:
     >>> dosage_from_genotypes(gt).compute().tolist()
     [[1.0, 2.0, nan]]
     """
+    call_genotype = checked_genotypes(call_genotype)
+    return da.map_blocks(_dosage_block, call_genotype, drop_axis=2, dtype=np.float32)
+
+
+def checked_genotypes(call_genotype: da.Array) -> da.Array:
+    """``call_genotype`` checked (3-D, integer alleles) with the ploidy axis in one chunk.
+
+    Raises
+    ------
+    ShapeError, DTypeError
+    """
     if call_genotype.ndim != 3:
         raise ShapeError(
             "call_genotype must be 3-D, shaped (variants, samples, ploidy) "
@@ -119,7 +130,7 @@ def dosage_from_genotypes(call_genotype: da.Array) -> da.Array:
         )
     if len(call_genotype.chunks[2]) > 1:
         call_genotype = call_genotype.rechunk({2: -1})
-    return da.map_blocks(_dosage_block, call_genotype, drop_axis=2, dtype=np.float32)
+    return call_genotype
 
 
 def _values_block(x: np.ndarray) -> np.ndarray:
