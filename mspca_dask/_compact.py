@@ -380,6 +380,30 @@ class CompactCalls:
     nbytes: int
 
 
+def _in_memory(
+    executor: Any,
+    name: str,
+    calls: da.Array,
+    rows: int,
+    memory_budget: int,
+    has_missing: bool,
+) -> CompactCalls:
+    """Compute the ``(variants, samples)`` int8 ``calls`` in one pass and hold them in memory."""
+    n_rows, n_cols = (int(s) for s in calls.shape)
+    nbytes = n_rows * n_cols
+    arr = np.ascontiguousarray(executor.run(name, {"calls": calls})["calls"], dtype=np.int8)
+    logger.info(
+        "compact matrix: %d variants x %d samples int8 in memory (%.0f MiB, budget %.0f MiB)",
+        n_rows,
+        n_cols,
+        nbytes / 2**20,
+        memory_budget / 2**20,
+    )
+    return CompactCalls(
+        da.from_array(arr, chunks=(rows, n_cols)), "memory", None, has_missing, nbytes
+    )
+
+
 def _row_chunk(n_rows: int, n_cols: int, workers: int = 2) -> int:
     """Rows per chunk: about :data:`CHUNK_BYTES`, and at least ``2·workers`` chunks."""
     by_bytes = max(1, CHUNK_BYTES // max(n_cols, 1))
@@ -447,18 +471,7 @@ def compact_calls(
     sel = sel.rechunk((rows, n_cols))
     nbytes = n_rows * n_cols
     if nbytes <= memory_budget:
-        out = executor.run("genomics-compact", {"calls": sel})["calls"]
-        arr = np.ascontiguousarray(out, dtype=np.int8)
-        logger.info(
-            "compact matrix: %d variants x %d samples int8 in memory (%.0f MiB, budget %.0f MiB)",
-            n_rows,
-            n_cols,
-            nbytes / 2**20,
-            memory_budget / 2**20,
-        )
-        yield CompactCalls(
-            da.from_array(arr, chunks=(rows, n_cols)), "memory", None, has_missing, nbytes
-        )
+        yield _in_memory(executor, "genomics-compact", sel, rows, memory_budget, has_missing)
         return
     if spill_dir is None:
         raise ParameterError(
@@ -540,17 +553,8 @@ def compact_from_parts(
     rows = _row_chunk(n_rows, n_cols, workers)
     nbytes = n_rows * n_cols
     if nbytes <= memory_budget:
-        out = executor.run("genomics-compact-load", {"calls": stacked})["calls"]
-        arr = np.ascontiguousarray(out, dtype=np.int8)
-        logger.info(
-            "compact matrix: %d variants x %d samples int8 in memory (%.0f MiB, budget %.0f MiB)",
-            n_rows,
-            n_cols,
-            nbytes / 2**20,
-            memory_budget / 2**20,
-        )
-        return CompactCalls(
-            da.from_array(arr, chunks=(rows, n_cols)), "memory", None, has_missing, nbytes
+        return _in_memory(
+            executor, "genomics-compact-load", stacked, rows, memory_budget, has_missing
         )
     logger.info(
         "compact matrix: %d variants x %d samples int8 left in the temporary store %s "
@@ -605,17 +609,7 @@ def standardized(compact: CompactCalls, centre: np.ndarray, scale: np.ndarray) -
         float32 rounding.
     """
     nv = int(compact.calls.shape[0])
-    centre = np.asarray(centre, dtype=np.float64)
-    scale = np.asarray(scale, dtype=np.float64)
-    for name, vec in (("centre", centre), ("scale", scale)):
-        if vec.shape != (nv,):
-            raise ShapeError(
-                f"{name} must have one value per variant, shape ({nv},) (got {vec.shape})"
-            )
-    if not np.all(np.isfinite(centre)):
-        raise ParameterError("centre contains NaN or infinite values")
-    if not np.all(np.isfinite(scale) & (scale > 0)):
-        raise ParameterError("scale must be finite and > 0 for every variant")
+    centre, scale = preprocess.checked_centre_scale(nv, centre, scale)
     rows = compact.calls.chunks[0]
     inv = da.from_array((1.0 / scale).astype(np.float32), chunks=(rows,))
     shift = da.from_array((centre / scale).astype(np.float32), chunks=(rows,))

@@ -409,17 +409,7 @@ def standardize(dosage: da.Array, centre: np.ndarray, scale: np.ndarray) -> da.A
     [-2.0, 2.0, 0.0]
     """
     nv = dosage.shape[0]
-    centre = np.asarray(centre, dtype=np.float64)
-    scale = np.asarray(scale, dtype=np.float64)
-    for name, vec in (("centre", centre), ("scale", scale)):
-        if vec.shape != (nv,):
-            raise ShapeError(
-                f"{name} must have one value per variant, shape ({nv},) (got {vec.shape})"
-            )
-    if not np.all(np.isfinite(centre)):
-        raise ParameterError("centre contains NaN or infinite values")
-    if not np.all(np.isfinite(scale) & (scale > 0)):
-        raise ParameterError("scale must be finite and > 0 for every variant")
+    centre, scale = checked_centre_scale(int(nv), centre, scale)
     c = da.from_array(centre, chunks=(dosage.chunks[0],))
     s = da.from_array(scale, chunks=(dosage.chunks[0],))
     return da.blockwise(
@@ -434,3 +424,29 @@ def standardize(dosage: da.Array, centre: np.ndarray, scale: np.ndarray) -> da.A
         dtype=np.float64,
         concatenate=True,
     )
+
+
+def checked_centre_scale(
+    nv: int, centre: np.ndarray, scale: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """``(centre, scale)`` as float64 ``(nv,)`` vectors, checked for standardising dosages.
+
+    Raises
+    ------
+    ShapeError
+        Not one value per variant.
+    ParameterError
+        A non-finite centre, or a scale that is not finite and positive.
+    """
+    centre = np.asarray(centre, dtype=np.float64)
+    scale = np.asarray(scale, dtype=np.float64)
+    for name, vec in (("centre", centre), ("scale", scale)):
+        if vec.shape != (nv,):
+            raise ShapeError(
+                f"{name} must have one value per variant, shape ({nv},) (got {vec.shape})"
+            )
+    if not np.all(np.isfinite(centre)):
+        raise ParameterError("centre contains NaN or infinite values")
+    if not np.all(np.isfinite(scale) & (scale > 0)):
+        raise ParameterError("scale must be finite and > 0 for every variant")
+    return centre, scale
