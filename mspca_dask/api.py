@@ -33,6 +33,7 @@ import numpy as np
 
 from . import rmt
 from ._execution import Executor
+from ._params import FitParams, check_location
 from ._safety import check_output_path
 from ._solver import (
     LowRank,
@@ -66,7 +67,6 @@ from .sketch import Oriented, orient, pass_graph
 
 __all__ = ["fit", "open_result"]
 
-_SOLVERS = ("auto", "exact", "randomized")
 #: Largest operator dimension for which the exact solver keeps a dense Gram matrix on the
 #: driver (8192² float64 = 512 MiB).
 EXACT_MAX_DIM = 8192
@@ -201,7 +201,7 @@ def fit(
     >>> int(res.stable.sum()), int((~res.stable & res.candidate).sum())
     (1, 1)
     """
-    params = _check_params(
+    params = FitParams.from_kwargs(
         n_components=n_components,
         solver=solver,
         n_knockoffs=n_knockoffs,
@@ -214,7 +214,7 @@ def fit(
         max_passes=max_passes,
         oversampling=oversampling,
         random_state=random_state,
-    )
+    ).as_dict()
     if out is not None:
         check_output_path(out, overwrite=overwrite, inputs=[source], what="out")
     gin = genotype_input(
@@ -240,7 +240,7 @@ def fit(
             f"n_components must be between 1 and min(n_samples, n_features) = {min(n, d)} "
             f"(not {n_components})"
         )
-    loc_mode, loc_vec = _check_location(location, d)
+    loc_mode, loc_vec = check_location(location, d)
     data = orient(X)
     chosen = _choose_solver(solver, data, n_components, n_knockoffs, oversampling)
     # A client connected here (scheduler="tcp://...") is closed after the fit; an active or
@@ -310,69 +310,6 @@ def _check_overflow(out: dict[str, np.ndarray], name: str) -> None:
             f"above {_MAX_SUMSQ:.0e}, beyond which the solvers' own squares overflow). "
             "Rescale the data (e.g. divide by their largest absolute value) and fit again."
         )
-
-
-# ---------------------------------------------------------------------------- parameters
-
-
-def _check_params(**p: Any) -> dict[str, Any]:
-    def need(cond: bool, msg: str) -> None:
-        if not cond:
-            raise ParameterError(msg)
-
-    K = p["n_components"]
-    need(
-        isinstance(K, int | np.integer) and not isinstance(K, bool) and K >= 1,
-        f"n_components must be a positive integer (not {K!r})",
-    )
-    need(p["solver"] in _SOLVERS, f"solver must be one of {list(_SOLVERS)} (not {p['solver']!r})")
-    B = p["n_knockoffs"]
-    need(
-        isinstance(B, int | np.integer) and B >= 1,
-        f"n_knockoffs must be a positive integer (not {B!r})",
-    )
-    need(
-        0 < p["knockoff_weight"] <= 1,
-        f"knockoff_weight (π') must be in (0, 1] (not {p['knockoff_weight']!r})",
-    )
-    need(p["knockoff_factor"] > 0, f"knockoff_factor must be > 0 (not {p['knockoff_factor']!r})")
-    need(p["threshold_scale"] > 0, f"threshold_scale must be > 0 (not {p['threshold_scale']!r})")
-    need(0 < p["min_overlap"] <= 1, f"min_overlap must be in (0, 1] (not {p['min_overlap']!r})")
-    need(p["edge_margin"] >= 0, f"edge_margin must be >= 0 (not {p['edge_margin']!r})")
-    need(p["tol"] is None or p["tol"] > 0, f"tol must be > 0 or None (not {p['tol']!r})")
-    need(
-        isinstance(p["max_passes"], int) and p["max_passes"] >= 2,
-        f"max_passes must be an integer >= 2 (not {p['max_passes']!r})",
-    )
-    need(
-        isinstance(p["oversampling"], int) and p["oversampling"] >= 0,
-        f"oversampling must be an integer >= 0 (not {p['oversampling']!r})",
-    )
-    rs = p["random_state"]
-    need(
-        rs is None or (isinstance(rs, int | np.integer) and rs >= 0),
-        f"random_state must be a non-negative integer or None (not {rs!r})",
-    )
-    return {k: (int(v) if isinstance(v, np.integer) else v) for k, v in p.items()}
-
-
-def _check_location(location: Any, d: int) -> tuple[str, np.ndarray | None]:
-    if location is None:
-        return "none", None
-    if isinstance(location, str):
-        if location == "auto":
-            return "auto", None
-        raise ParameterError(
-            f"location must be 'auto', None or a vector of length {d} (not {location!r})"
-        )
-    vec = np.asarray(location, dtype=float)
-    if vec.shape != (d,):
-        raise ParameterError(
-            f"location must have shape ({d},) to match the features (got {vec.shape})"
-        )
-    if not np.all(np.isfinite(vec)):
-        raise ParameterError("location contains NaN or infinite values")
-    return "given", vec
 
 
 #: Seconds per unit of work, fitted by non-negative least squares to the timings of

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import warnings
-from numbers import Integral, Real
+from numbers import Integral
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -14,7 +14,7 @@ from sklearn.base import (
     _fit_context,
 )
 from sklearn.utils import check_random_state
-from sklearn.utils._param_validation import HasMethods, Interval, StrOptions
+from sklearn.utils._param_validation import HasMethods, StrOptions
 from sklearn.utils.validation import (
     _check_feature_names,
     _check_n_features,
@@ -22,6 +22,7 @@ from sklearn.utils.validation import (
     validate_data,
 )
 
+from ._params import sklearn_constraints
 from .errors import NoStableComponentWarning
 
 if TYPE_CHECKING:
@@ -175,16 +176,20 @@ class MeanShiftPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstima
     """
 
     _parameter_constraints: dict[str, list[Any]] = {
-        "n_components": [Interval(Integral, 1, None, closed="left")],
+        **sklearn_constraints(
+            (
+                "n_components",
+                "solver",
+                "n_knockoffs",
+                "knockoff_weight",
+                "knockoff_factor",
+                "threshold_scale",
+                "min_overlap",
+                "max_passes",
+                "random_state",
+            )
+        ),
         "location": [StrOptions({"auto"}), "array-like", None],
-        "solver": [StrOptions({"auto", "exact", "randomized"})],
-        "n_knockoffs": [Interval(Integral, 1, None, closed="left")],
-        "knockoff_weight": [Interval(Real, 0, 1, closed="right")],
-        "knockoff_factor": [Interval(Real, 0, None, closed="neither")],
-        "threshold_scale": [Interval(Real, 0, None, closed="neither")],
-        "min_overlap": [Interval(Real, 0, 1, closed="right")],
-        "max_passes": [Interval(Integral, 2, None, closed="left")],
-        "random_state": ["random_state"],
         "scheduler": [str, HasMethods(["compute", "scheduler_info"]), None],
     }
 
