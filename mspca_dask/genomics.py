@@ -77,10 +77,11 @@ from ._execution import Executor
 from ._safety import check_chunks_present, check_output_not_input, foreign_error, is_replaceable
 from .errors import (
     USAGE_ERRORS,
+    ConfigError,
     DTypeError,
     InputError,
+    JobLockedError,
     MSPCAError,
-    ParameterError,
     ResultExistsError,
     SourceNotFoundError,
     VariableNotFoundError,
@@ -161,14 +162,6 @@ AXES_NOTE = (
 # --------------------------------------------------------------------------------------
 # Errors
 # --------------------------------------------------------------------------------------
-
-
-class ConfigError(ParameterError):
-    """The job's config file is missing, unreadable, or holds an invalid value."""
-
-
-class JobLockedError(MSPCAError, BlockingIOError):
-    """Another run of the same job (same output directory) holds its lock."""
 
 
 class _Terminated(BaseException):
