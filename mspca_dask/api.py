@@ -34,7 +34,7 @@ import numpy as np
 from . import rmt
 from ._execution import Executor
 from ._params import FitParams, check_location
-from ._safety import check_output_path
+from .io.safety import check_output_path
 from ._solver import (
     LowRank,
     apply_operator,

@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
-from ._safety import check_output_path
+from .io.safety import check_output_path
 from .api import fit
 from .errors import (
     USAGE_ERRORS,

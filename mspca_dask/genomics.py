@@ -74,7 +74,7 @@ import numpy as np
 
 from . import _compact, preprocess
 from ._execution import Executor
-from ._safety import check_chunks_present, check_output_not_input, foreign_error, is_replaceable
+from .io.safety import check_chunks_present, check_output_not_input, foreign_error, is_replaceable
 from .errors import (
     USAGE_ERRORS,
     ConfigError,
@@ -86,7 +86,7 @@ from .errors import (
     SourceNotFoundError,
     VariableNotFoundError,
 )
-from .io import _ZarrChunkReader
+from .io import ZarrChunkReader as _ZarrChunkReader
 
 if TYPE_CHECKING:
     import xarray as xr
@@ -2140,7 +2140,7 @@ def _commit_dir(tmp: Path, target: Path, overwrite: bool) -> None:
     """Rename the finished ``tmp`` to ``target`` by the rules of every result we write
     (:func:`mspca_dask.io._commit`): only a directory holding our result (or an empty one)
     is replaced, the old one is moved aside and put back if the rename fails."""
-    from .io import _commit, _fsync_dir
+    from .io.writing import _fsync_dir, commit_directory as _commit
 
     _commit(str(tmp), str(target), overwrite, uuid.uuid4().hex, result_name=RESULT_NAME)
     _fsync_dir(str(target.parent))

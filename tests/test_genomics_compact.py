@@ -223,7 +223,7 @@ def test_run_job__reads_each_raw_chunk_once_and_fits_on_the_compact_matrix(
     tmp_path: Path, cohort: dict[str, Any], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     reads: Counter[tuple[str | None, str]] = Counter()
-    original = io_mod._ZarrChunkReader.__getitem__
+    original = io_mod.ZarrChunkReader.__getitem__
 
     def counting(self: Any, key: Any) -> np.ndarray:
         block = original(self, key)
@@ -231,7 +231,7 @@ def test_run_job__reads_each_raw_chunk_once_and_fits_on_the_compact_matrix(
             reads[(self.variable, repr(key))] += 1
         return block
 
-    monkeypatch.setattr(io_mod._ZarrChunkReader, "__getitem__", counting)
+    monkeypatch.setattr(io_mod.ZarrChunkReader, "__getitem__", counting)
     out = gx.run_job(_job(tmp_path, cohort, "counted"))
     raw = {k: v for k, v in reads.items() if k[0] == "call_genotype"}
     n_chunks = len(da.from_zarr(cohort["store"], component="call_genotype").chunks[0])

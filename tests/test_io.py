@@ -19,6 +19,7 @@ from mspca_dask import io
 from mspca_dask.errors import (
     ChunkReadError,
     DTypeError,
+    ForeignOutputError,
     InputError,
     MSPCAError,
     ResultExistsError,
@@ -26,6 +27,7 @@ from mspca_dask.errors import (
     SourceNotFoundError,
     VariableNotFoundError,
 )
+from mspca_dask.io import writing
 
 N, D = 12, 5
 
@@ -578,7 +580,7 @@ def test_write_dataset_atomic__crash_before_rename_leaves_no_result(tmp_path, re
     def crash(src, dst):
         raise OSError("simulated crash")
 
-    monkeypatch.setattr(io.os, "replace", crash)
+    monkeypatch.setattr(writing.os, "replace", crash)
     with pytest.raises(OSError, match="simulated crash"):
         io.write_dataset_atomic(result, path)
     monkeypatch.undo()
@@ -597,8 +599,8 @@ def test_write_dataset_atomic__hard_crash_leaves_only_hidden_temp(tmp_path, resu
     def crash(*args, **kwargs):
         raise HardCrash
 
-    monkeypatch.setattr(io, "_commit", crash)
-    monkeypatch.setattr(io, "_remove", lambda p: None)  # as if the process died here
+    monkeypatch.setattr(writing, "commit_directory", crash)
+    monkeypatch.setattr(writing, "_remove", lambda p: None)  # as if the process died here
     with pytest.raises(HardCrash):
         io.write_dataset_atomic(result, path)
     monkeypatch.undo()
@@ -621,7 +623,7 @@ def test_write_dataset_atomic__crash_during_overwrite_keeps_old_result(
             raise OSError("simulated crash")
         real_replace(src, dst)
 
-    monkeypatch.setattr(io.os, "replace", replace)
+    monkeypatch.setattr(writing.os, "replace", replace)
     with pytest.raises(OSError, match="simulated crash"):
         io.write_dataset_atomic(result * 2, path, overwrite=True)
     monkeypatch.undo()
@@ -681,3 +683,132 @@ def test_is_complete__false_for_array_and_plain_file(tmp_path, X):
     assert not io.is_complete(tmp_path / "a.zarr")
     (tmp_path / "f.txt").write_text("x")
     assert not io.is_complete(tmp_path / "f.txt")
+
+
+# --------------------------------------------------------------------------------------
+# commit_directory: the one atomic commit (result stores and the genomics output directory)
+# --------------------------------------------------------------------------------------
+
+
+def _finished(path, name="result.zarr", result=None):
+    """A finished output directory holding a complete result store ``name``."""
+    path.mkdir()
+    ds = xr.Dataset({"v": (("i",), np.arange(3.0))})
+    io.write_dataset_atomic(ds if result is None else result, path / name)
+    return path
+
+
+def test_commit_directory__replaces_our_directory_and_removes_the_old_one(tmp_path):
+    target = _finished(tmp_path / "out")
+    (target / "old.txt").write_text("old")
+    tmp = _finished(tmp_path / ".out.tmp-1")
+    io.commit_directory(tmp, target, True, result_name="result.zarr")
+    assert not (target / "old.txt").exists() and io.is_complete(target / "result.zarr")
+    assert _hidden_leftovers(tmp_path) == []
+
+
+def test_commit_directory__refuses_existing_target_without_overwrite(tmp_path):
+    target = _finished(tmp_path / "out")
+    tmp = _finished(tmp_path / ".out.tmp-1")
+    with pytest.raises(ResultExistsError, match="out already exists"):
+        io.commit_directory(tmp, target, False, result_name="result.zarr")
+    assert tmp.is_dir()  # the caller decides what to do with its finished output
+
+
+def test_commit_directory__never_replaces_foreign_data(tmp_path):
+    target = tmp_path / "out"
+    target.mkdir()
+    (target / "notes.txt").write_text("keep me")
+    tmp = _finished(tmp_path / ".out.tmp-1")
+    with pytest.raises(ForeignOutputError, match="mspca_dask did not write"):
+        io.commit_directory(tmp, target, True, result_name="result.zarr")
+    assert (target / "notes.txt").read_text() == "keep me"
+
+
+def test_commit_directory__puts_the_old_directory_back_when_the_rename_fails(tmp_path, monkeypatch):
+    target = _finished(tmp_path / "out")
+    tmp = _finished(tmp_path / ".out.tmp-1")
+    real_replace = os.replace
+
+    def replace(src, dst):
+        if ".tmp-" in os.fspath(src):
+            raise OSError("simulated rename failure")
+        real_replace(src, dst)
+
+    monkeypatch.setattr(writing.os, "replace", replace)
+    with pytest.raises(OSError, match="simulated rename failure"):
+        io.commit_directory(tmp, target, True, "tok", result_name="result.zarr")
+    monkeypatch.undo()
+    assert io.is_complete(target / "result.zarr")
+    assert not (tmp_path / ".out.old-tok").exists()
+
+
+# --------------------------------------------------------------------------------------
+# URLs: one rule
+# --------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("path", "url"),
+    [
+        ("data.zarr", False),
+        ("/abs/data.zarr", False),
+        ("file:///tmp/data.zarr", False),
+        ("local:///tmp/data.zarr", False),
+        ("s3://bucket/data.zarr", True),
+        ("memory://x/data.zarr", True),
+        ("simplecache::s3://bucket/data.zarr", True),
+    ],
+)
+def test_is_url__only_non_local_protocols(path, url):
+    assert io.is_url(path) is url
+    assert (io.local_path(path) is None) is url
+
+
+def test_local_path__expands_user_and_resolves_relative_paths(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    assert io.local_path("d.zarr") == str(tmp_path / "d.zarr")
+    assert io.local_path("~/d.zarr") == str(tmp_path / "home" / "d.zarr")
+    assert io.local_path(f"file://{tmp_path}/d.zarr") == str(tmp_path / "d.zarr")
+
+
+# --------------------------------------------------------------------------------------
+# Genotype sources: recognised without importing genomics
+# --------------------------------------------------------------------------------------
+
+
+def _vcf_zarr_like(path, genotype="call_genotype"):
+    group = zarr.open_group(path, mode="w")
+    group.create_array("sample_id", shape=(3,), dtype="int32")
+    group.create_array(genotype, shape=(4, 3, 2), dtype="int8")
+    return path
+
+
+@pytest.mark.parametrize("genotype", ["call_genotype", "call_dosage", "call_DS"])
+def test_is_genotype_source__vcf_zarr_store(tmp_path, genotype):
+    store = _vcf_zarr_like(tmp_path / "cohort.vcz", genotype)
+    assert io.is_genotype_source(store) and io.is_genotype_source(str(store))
+    assert io.is_genotype_source(f"file://{store}")
+    assert io.is_genotype_source(store, variable=genotype)
+    assert not io.is_genotype_source(store, variable="sample_id")  # another array: plain data
+
+
+def test_is_genotype_source__plink_filesets_by_name(tmp_path):
+    for ext in (".bed", ".bim", ".fam"):
+        (tmp_path / f"cohort{ext}").write_bytes(b"")
+    (tmp_path / "other.pgen").write_bytes(b"")
+    assert io.plink_fileset(tmp_path / "cohort") == (tmp_path / "cohort", "bed")
+    assert io.plink_fileset(str(tmp_path / "cohort.FAM")) == (tmp_path / "cohort", "bed")
+    assert io.plink_fileset(tmp_path / "other") == (tmp_path / "other", "pgen")
+    assert io.plink_fileset(tmp_path / "cohort.bed.zarr") is None
+    assert io.is_genotype_source(tmp_path / "cohort", variable="anything")
+
+
+def test_is_genotype_source__false_for_plain_data(tmp_path, X):
+    _write_zarr_array(tmp_path / "a.zarr", X)
+    group = zarr.open_group(tmp_path / "g.zarr", mode="w")
+    group.create_array("call_genotype", shape=(4, 3, 2), dtype="int8")  # no sample_id
+    for source in (X, tmp_path / "a.zarr", tmp_path / "g.zarr", tmp_path / "missing.zarr"):
+        assert not io.is_genotype_source(source)
+    assert not io.is_genotype_source(f"memory://mspca-{uuid.uuid4().hex}/none.zarr")

@@ -25,7 +25,6 @@ import zarr
 
 import mspca_dask
 from mspca_dask import api, io
-from mspca_dask._safety import missing_chunks
 from mspca_dask.cli import main
 from mspca_dask.errors import (
     ChunkReadError,
@@ -36,6 +35,7 @@ from mspca_dask.errors import (
     ResultCorruptError,
     ResultExistsError,
 )
+from mspca_dask.io.safety import missing_chunks
 from mspca_dask.testing import make_spiked_mixture
 
 

@@ -23,13 +23,14 @@ import os
 import posixpath
 from typing import TYPE_CHECKING, Any
 
-from .errors import (
+from ..errors import (
     ChunkReadError,
     ForeignOutputError,
     OutputOverlapsInputError,
     ParameterError,
     ResultExistsError,
 )
+from .urls import local_path, zarr_store
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping
@@ -61,15 +62,9 @@ def _local(path: str | os.PathLike[str], *, resolve: bool = True) -> str | None:
     up to its first missing component), so a link to the input store is recognised as the
     input store.
     """
-    text = os.fspath(path)
-    if "://" in text:
-        for prefix in ("file://", "local://"):
-            if text.startswith(prefix):
-                text = text[len(prefix) :]
-                break
-        else:
-            return None
-    plain = os.path.abspath(os.path.expanduser(text))
+    plain = local_path(path)
+    if plain is None:
+        return None
     return os.path.realpath(plain) if resolve else plain
 
 
@@ -188,14 +183,8 @@ def _root_attrs(
     """Root attributes of the Zarr group at ``path`` (its own metadata only), or None."""
     import zarr
 
-    local = _local(path)
     try:
-        if local is not None:
-            store: Any = zarr.storage.LocalStore(local, read_only=True)
-        else:
-            store = zarr.storage.FsspecStore.from_url(
-                str(path), storage_options=dict(storage_options or {}), read_only=True
-            )
+        store, _ = zarr_store(path, storage_options, read_only=True)
         group = zarr.open_group(store=store, mode="r", use_consolidated=False)
         return dict(group.attrs.asdict())
     except (FileNotFoundError, ValueError, TypeError, KeyError, OSError):

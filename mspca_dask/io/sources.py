@@ -1,18 +1,19 @@
-"""Input and output: open data sources lazily, write results atomically.
+"""Data sources opened lazily: arrays, xarray objects and Zarr stores, and genotype files.
 
-This module owns every contact with Zarr, xarray and fsspec.  It does no numerical work.
+This module owns every read of the data to analyse; it does no numerical work.
 
 * :func:`open_source` turns a NumPy array, a Dask array, an ``xarray.DataArray`` or
   ``Dataset``, or the path / fsspec URL of a Zarr store (format 2 or 3) into a
   :class:`Source`: a lazy ``(n_samples, n_features)`` Dask array of a real floating dtype,
   plus the sample and feature coordinates and a human-readable description.  Opening never
-  reads the data (only metadata, and the small 1-D coordinate arrays of a Zarr group).
-* :func:`write_dataset_atomic` writes an ``xarray.Dataset`` to a Zarr store so that a crash
-  never leaves a complete-looking result: the store is written under a hidden temporary
-  name in the same directory, marked complete (root attribute ``mspca_complete = True``) and
-  then renamed into place.
-* :func:`open_dataset_checked` and :func:`is_complete` read such a store back, refusing one
-  that was never marked complete.
+  reads the data (only metadata, the store's listing to find missing chunks, and the small
+  1-D coordinate arrays of a Zarr group).
+* :class:`ZarrChunkReader` is the array-like Dask reads a Zarr array through: a chunk that
+  cannot be read or decoded becomes a :class:`~mspca_dask.errors.ChunkReadError` naming the
+  store, the variable and the slice.
+* :func:`is_genotype_source` recognises, cheaply (a file test, a group's metadata), the
+  genotype inputs that :mod:`mspca_dask.genomics` reads instead (a VCF Zarr store, a PLINK
+  fileset), so that :func:`mspca_dask.fit` can dispatch without importing genomics.
 """
 
 from __future__ import annotations
@@ -20,10 +21,8 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
-import posixpath
-import shutil
-import uuid
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import dask.array as da
@@ -32,37 +31,29 @@ import xarray as xr
 import zarr
 from dask.base import tokenize
 
-from mspca_dask._safety import (
-    check_chunks_present,
-    exists_error,
-    foreign_error,
-    is_replaceable,
-)
-from mspca_dask.errors import (
+from ..errors import (
     ChunkReadError,
     DTypeError,
     InputError,
-    ResultCorruptError,
-    ResultExistsError,
     ShapeError,
     SourceNotFoundError,
     VariableNotFoundError,
 )
+from .safety import check_chunks_present
+from .urls import local_path, zarr_store
 
 if TYPE_CHECKING:
     from collections.abc import Hashable, Mapping
 
 __all__ = [
-    "COMPLETE_ATTR",
     "Source",
     "open_source",
-    "write_dataset_atomic",
-    "open_dataset_checked",
-    "is_complete",
+    "ZarrChunkReader",
+    "GENOTYPE_VARIABLES",
+    "plink_fileset",
+    "is_vcf_zarr",
+    "is_genotype_source",
 ]
-
-#: Root attribute that marks a result store as completely written.
-COMPLETE_ATTR = "mspca_complete"
 
 #: Default name of the feature dimension when the source does not name it.
 _DEFAULT_FEATURE_DIM = "features"
@@ -460,13 +451,39 @@ def _dim_coord(arr: xr.DataArray, dim: str) -> np.ndarray | None:
 # --------------------------------------------------------------------------------------
 
 
-class _ZarrChunkReader:
+class ZarrChunkReader:
     """Array-like view of a Zarr array whose read errors become :class:`ChunkReadError`.
 
-    Dask calls ``__getitem__`` with one tuple of slices per chunk.  Any failure while
-    reading or decoding (a truncated or corrupt chunk file, a codec error, a vanished
-    object in a bucket) is re-raised with the store, the variable and the slice, so that
-    the user learns which file to check instead of seeing a bare codec error.
+    Hand it to :func:`dask.array.from_array` (``asarray=False``: it already returns NumPy
+    arrays).  Dask calls ``__getitem__`` with one tuple of slices per chunk.  Any failure
+    while reading or decoding (a truncated or corrupt chunk file, a codec error, a vanished
+    object in a bucket) is re-raised with the store, the variable and the slice, so that the
+    user learns which file to check instead of seeing a bare codec error.
+
+    Parameters
+    ----------
+    array : zarr.Array
+        The array to read, of any number of dimensions.
+    store : str
+        The store's path or URL, for messages.
+    variable : str or None
+        The array's name in its group (None: the store's root array), for messages.
+
+    Attributes
+    ----------
+    shape : tuple of int
+    dtype : numpy.dtype
+    ndim : int
+        Those of ``array``, as :func:`dask.array.from_array` needs them.
+
+    Examples
+    --------
+    >>> import zarr
+    >>> z = zarr.create_array(store={}, shape=(4, 3), chunks=(2, 3), dtype="f8")
+    >>> z[:] = 1.0
+    >>> reader = ZarrChunkReader(z, "memory", "X")
+    >>> reader[0:2, 0:3].sum()
+    np.float64(6.0)
     """
 
     def __init__(self, array: zarr.Array[Any], store: str, variable: str | None) -> None:
@@ -491,7 +508,7 @@ class _ZarrChunkReader:
             ) from exc
 
     def __repr__(self) -> str:
-        return f"_ZarrChunkReader({self.store!r}, {self.variable!r}, shape={self.shape})"
+        return f"ZarrChunkReader({self.store!r}, {self.variable!r}, shape={self.shape})"
 
 
 def _format_key(key: Any) -> str:
@@ -509,36 +526,6 @@ def _format_key(key: Any) -> str:
     return "[" + ", ".join(parts) + "]"
 
 
-def _local_path(path: str | os.PathLike[str]) -> str | None:
-    """The local filesystem path of ``path``, or None if it is a non-local fsspec URL."""
-    if isinstance(path, os.PathLike):
-        return os.path.abspath(os.path.expanduser(os.fspath(path)))
-    if "://" not in path:
-        return os.path.abspath(os.path.expanduser(path))
-    if path.startswith(("file://", "local://")):
-        from fsspec.implementations.local import LocalFileSystem
-
-        return os.path.abspath(str(LocalFileSystem._strip_protocol(path)))
-    return None
-
-
-def _zarr_store(
-    path: str | os.PathLike[str],
-    storage_options: Mapping[str, Any] | None,
-    *,
-    read_only: bool,
-) -> tuple[Any, str]:
-    """A Zarr store for ``path`` and its display name (absolute path or URL)."""
-    local = _local_path(path)
-    if local is not None:
-        return zarr.storage.LocalStore(local, read_only=read_only), local
-    url = str(path)
-    store = zarr.storage.FsspecStore.from_url(
-        url, storage_options=dict(storage_options or {}), read_only=read_only
-    )
-    return store, url
-
-
 def _open_zarr(
     path: str | os.PathLike[str],
     variable: str | None,
@@ -547,13 +534,13 @@ def _open_zarr(
     storage_options: Mapping[str, Any] | None,
     allow_missing_chunks: bool = False,
 ) -> Source:
-    local = _local_path(path)
+    local = local_path(path)
     if local is not None and not os.path.exists(local):
         raise SourceNotFoundError(
             f"no file or directory at {local} (from source {os.fspath(path)!r}); check "
             "the path of the Zarr store"
         )
-    store, where = _zarr_store(path, storage_options, read_only=True)
+    store, where = zarr_store(path, storage_options, read_only=True)
     try:
         node = zarr.open(store=store, mode="r")
     except FileNotFoundError as exc:  # zarr's NodeNotFoundError derives from it
@@ -601,7 +588,7 @@ def _open_zarr_node(
     # Read whole shards when the array is sharded: a shard is the unit of storage, and
     # reading it per inner chunk would fetch its index once per chunk.
     chunks = getattr(array, "shards", None) or array.chunks
-    reader = _ZarrChunkReader(array, where, variable)
+    reader = ZarrChunkReader(array, where, variable)
     meta_token = tokenize(array.shape, str(array.dtype), chunks, array.metadata.zarr_format)
     name = f"zarr-{tokenize(where, variable, meta_token)}"
     data = da.from_array(
@@ -698,383 +685,131 @@ def _zarr_coord(group: zarr.Group, dim: str, size: int, where: str) -> np.ndarra
 
 
 # --------------------------------------------------------------------------------------
-# Atomic result store
+# Genotype sources: recognised here, read by mspca_dask.genomics
 # --------------------------------------------------------------------------------------
 
+#: Variables of a VCF Zarr store (bio2zarr's layout) that hold the genotypes.
+GENOTYPE_VARIABLES = ("call_genotype", "call_dosage", "call_DS")
 
-def is_complete(
-    path: str | os.PathLike[str], *, storage_options: Mapping[str, Any] | None = None
-) -> bool:
-    """Whether ``path`` holds a completely written result store.
+_PLINK_EXTENSIONS = {"bed": (".bed", ".bim", ".fam"), "pgen": (".pgen", ".pvar", ".psam")}
+
+
+def plink_fileset(source: Any) -> tuple[Path, str] | None:
+    """The prefix and kind of the PLINK fileset ``source`` names, or None.
 
     Parameters
     ----------
-    path : str or os.PathLike
-        Local path or fsspec URL of a Zarr store.
+    source : object
+        ``cohort.bed``, ``cohort.bim``, ``cohort.fam`` and the bare prefix ``cohort`` all name
+        the PLINK 1 fileset ``cohort.{bed,bim,fam}`` (a bare prefix must not itself be a file
+        or directory, and ``cohort.bed`` must exist beside it); ``cohort.pgen``, ``.pvar``,
+        ``.psam`` (or a bare prefix with only a ``.pgen``) name the PLINK 2 fileset.  A URL or
+        anything that is not a path is not a fileset.
+
+    Returns
+    -------
+    (prefix, kind) or None
+        ``prefix`` without extension; ``kind`` is ``"bed"`` or ``"pgen"``.  Only names are
+        looked at for an explicit extension: whether the three files exist is checked when
+        the fileset is opened.
+
+    Examples
+    --------
+    >>> plink_fileset("cohort.bed")
+    (PosixPath('cohort'), 'bed')
+    >>> plink_fileset("s3://bucket/cohort.bed") is None
+    True
+    """
+    if not isinstance(source, str | os.PathLike):
+        return None
+    text = os.fspath(source)
+    if "://" in text:
+        return None
+    p = Path(text)
+    suffix = p.suffix.lower()
+    for kind, extensions in _PLINK_EXTENSIONS.items():
+        if suffix in extensions:
+            return p.with_suffix(""), kind
+    if not p.exists():
+        for kind, extensions in _PLINK_EXTENSIONS.items():
+            if p.with_name(p.name + extensions[0]).is_file():
+                return p, kind
+    return None
+
+
+def is_vcf_zarr(
+    source: Any,
+    variable: str | None = None,
+    *,
+    storage_options: Mapping[str, Any] | None = None,
+) -> bool:
+    """Whether ``source`` is the path or URL of a VCF Zarr store (bio2zarr's layout).
+
+    Parameters
+    ----------
+    source : object
+        A path or fsspec URL (anything else is not a VCF Zarr store).
+    variable : str, optional
+        The variable the caller asked for: a store only counts when ``variable`` is None or
+        one of :data:`GENOTYPE_VARIABLES` (asking for another array means "analyse that
+        array", which :func:`open_source` does).
     storage_options : mapping, optional
-        Passed to fsspec for remote URLs.
+        Passed to fsspec for a URL.
 
     Returns
     -------
     bool
-        True if ``path`` is a Zarr group whose root attribute ``mspca_complete`` is
-        ``True``; False if it does not exist, is not a Zarr group, or lacks the flag.
+        True when ``source`` is a Zarr group holding ``sample_id`` and one of
+        :data:`GENOTYPE_VARIABLES`.  Only the group's metadata and member names are read;
+        anything that cannot be opened as a group is not one (:func:`open_source` then says
+        why).
     """
-    local = _local_path(path)
+    if not isinstance(source, str | os.PathLike):
+        return False
+    if variable is not None and variable not in GENOTYPE_VARIABLES:
+        return False
+    local = local_path(source)
     if local is not None and not os.path.isdir(local):
         return False
     try:
-        group = _open_group(path, storage_options)
-    except (FileNotFoundError, ValueError, TypeError):
-        # Missing store, a node that is an array and not a group, unreadable metadata.
+        store, _ = zarr_store(source, storage_options, read_only=True)
+        keys = set(zarr.open_group(store=store, mode="r").keys())
+    except Exception:  # not a group (an array, nothing there, unreadable metadata)
         return False
-    return group.attrs.get(COMPLETE_ATTR) is True
+    return "sample_id" in keys and any(v in keys for v in GENOTYPE_VARIABLES)
 
 
-def _open_group(
-    path: str | os.PathLike[str], storage_options: Mapping[str, Any] | None
-) -> zarr.Group:
-    store, _ = _zarr_store(path, storage_options, read_only=True)
-    # The root metadata document, not consolidated metadata: it is what is written last.
-    return zarr.open_group(store=store, mode="r", use_consolidated=False)
-
-
-def open_dataset_checked(
-    path: str | os.PathLike[str], *, storage_options: Mapping[str, Any] | None = None
-) -> xr.Dataset:
-    """Open a result store written by :func:`write_dataset_atomic`, fully in memory.
-
-    Parameters
-    ----------
-    path : str or os.PathLike
-        Local path or fsspec URL of the Zarr store.
-    storage_options : mapping, optional
-        Passed to fsspec for remote URLs.
-
-    Returns
-    -------
-    xarray.Dataset
-        The stored Dataset, loaded (results are small); its attributes include
-        ``mspca_complete = True``.  Strings are returned as object arrays.
-
-    Raises
-    ------
-    SourceNotFoundError
-        Nothing is stored at ``path``.
-    InputError
-        The store exists but was never marked complete (an interrupted write), or is
-        not a Zarr group.
-    ResultCorruptError
-        A chunk fails its CRC32C checksum or cannot be decoded.
-    """
-    local = _local_path(path)
-    where = local if local is not None else str(path)
-    if local is not None and not os.path.exists(local):
-        raise SourceNotFoundError(f"no result store at {where}; check the path")
-    try:
-        group = _open_group(path, storage_options)
-    except FileNotFoundError as exc:
-        raise SourceNotFoundError(
-            f"no result store at {where} (no Zarr group found): {exc}"
-        ) from exc
-    except ValueError as exc:  # e.g. zarr's ContainsArrayError: an array, not a group
-        raise InputError(f"{where} is not a result store (not a Zarr group): {exc}") from exc
-    if group.attrs.get(COMPLETE_ATTR) is not True:
-        raise InputError(
-            f"the result store {where} is incomplete (a crashed or interrupted write?): "
-            f"its root attribute {COMPLETE_ATTR!r} is missing; recompute the result and "
-            "write it again with overwrite=True"
-        )
-    target: Any = local if local is not None else str(path)
-    kwargs: dict[str, Any] = {}
-    if local is None and storage_options:
-        kwargs["storage_options"] = dict(storage_options)
-    try:
-        with xr.open_dataset(
-            target, engine="zarr", consolidated=False, chunks=None, **kwargs
-        ) as ds:
-            ds = ds.load()
-    except (ValueError, OSError, RuntimeError, TypeError) as exc:
-        # A CRC32C mismatch (zarr raises ValueError), a truncated or undecodable chunk.
-        raise ResultCorruptError(
-            f"the result store {where} is damaged: a stored chunk fails its checksum or "
-            f"cannot be decoded ({type(exc).__name__}: {exc}); recompute the result, or "
-            "restore it from a backup"
-        ) from exc
-    # Format 3 strings read back as NumPy's StringDType; return object strings, as for
-    # the coordinates of a source (see _zarr_coord).
-    strings = [k for k, v in ds.variables.items() if v.dtype.kind == "T"]
-    return _strings_as_objects(ds, strings)
-
-
-def _strings_as_objects(ds: xr.Dataset, names: list[str]) -> xr.Dataset:
-    """Replace the named string variables (fixed-width, bytes or StringDType) by object arrays."""
-    for k in names:
-        var = ds.variables[k]
-        if var.dtype.kind == "S":
-            values = np.char.decode(np.asarray(var.values), "utf-8").astype(object)
-        else:
-            values = np.asarray(var.values).astype(object)
-        if k in ds.coords:
-            ds = ds.assign_coords({k: (var.dims, values, var.attrs)})
-        else:
-            ds[k] = (var.dims, values, var.attrs)
-    return ds
-
-
-def write_dataset_atomic(
-    ds: xr.Dataset,
-    path: str | os.PathLike[str],
+def is_genotype_source(
+    source: Any,
+    variable: str | None = None,
     *,
-    overwrite: bool = False,
-    zarr_format: int = 3,
     storage_options: Mapping[str, Any] | None = None,
-) -> str:
-    """Write ``ds`` to a Zarr store so that a crash never leaves a complete-looking result.
+) -> bool:
+    """Whether ``source`` names genotypes: a PLINK fileset or a VCF Zarr store.
+
+    The core dispatches on this before opening anything, so it is cheap: file names and
+    existence for PLINK (:func:`plink_fileset`), the group's metadata for VCF Zarr
+    (:func:`is_vcf_zarr`).
 
     Parameters
     ----------
-    ds : xarray.Dataset
-        The result to write.  Its data are computed if they are lazy.
-    path : str or os.PathLike
-        Local path, ``file://`` URL, or other fsspec URL of the store to create.
-    overwrite : bool, default False
-        Replace a store that mspca_dask wrote at ``path`` (or an empty directory).  Without
-        it, an existing ``path`` is refused; with it, data we did not write are still refused.
-    zarr_format : {3, 2}, default 3
-        Zarr format of the store.
+    source : object
+        What was handed to :func:`mspca_dask.fit`; only paths and URLs can be genotypes.
+    variable : str, optional
+        The variable asked for (see :func:`is_vcf_zarr`); ignored for a PLINK fileset.
     storage_options : mapping, optional
-        Passed to fsspec for remote URLs.
+        Passed to fsspec for a URL.
 
     Returns
     -------
-    str
-        The absolute local path, or the URL, of the written store.
+    bool
 
-    Raises
-    ------
-    ResultExistsError
-        ``path`` already exists (a complete result, or anything else) and ``overwrite``
-        is False.
-    ForeignOutputError
-        ``path`` holds data that mspca_dask did not write (no completion marker or schema
-        attribute at its root); ``overwrite`` never replaces those.
-
-    Notes
-    -----
-    On a local filesystem the store is written to a hidden sibling
-    ``.{name}.tmp-{uuid}`` in the same directory, marked complete by setting the root
-    attribute ``mspca_complete = True`` as its last write, and renamed into place with
-    :func:`os.replace` (atomic on POSIX).  An existing store replaced with
-    ``overwrite=True`` is first renamed aside and deleted after the new one is in place.
-    A crash at any point leaves either the old store, or the new complete one, plus at
-    most a hidden temporary directory — never an incomplete store under ``path``.
-
-    Object stores (``s3://``, ``gs://``, ``memory://``, ...) have no atomic rename, so
-    there the store is written in place and the completion attribute is written last: a
-    crash leaves an *incomplete* store, which :func:`open_dataset_checked` refuses and
-    :func:`is_complete` reports as such.
-
-    Every chunk is followed by its CRC32C checksum (format 3, ``zarr.codecs.Crc32cCodec``),
-    so a flipped or truncated byte in a stored result is a read error
-    (:class:`~mspca_dask.errors.ResultCorruptError`), not a wrong number.
-
-    Fixed-width unicode variables are stored as variable-length strings in format 3
-    (Zarr has no stable format 3 encoding of fixed-width strings); they read back with
-    NumPy's string dtype.
+    Examples
+    --------
+    >>> import numpy as np
+    >>> is_genotype_source(np.zeros((3, 2))), is_genotype_source("no-such-store.zarr")
+    (False, False)
     """
-    if zarr_format not in (2, 3):
-        raise InputError(f"zarr_format must be 2 or 3 (got {zarr_format!r})")
-    if not isinstance(ds, xr.Dataset):
-        raise DTypeError(f"ds must be an xarray.Dataset (got {type(ds).__name__})")
-    ds = _prepare_for_zarr(ds, zarr_format)
-    local = _local_path(path)
-    if local is None:
-        return _write_remote(ds, str(path), overwrite, zarr_format, storage_options)
-
-    target = local.rstrip(os.sep) or local
-    parent, name = os.path.split(target)
-    if not name:
-        raise InputError(f"cannot write a result store at the filesystem root {target!r}")
-    if os.path.lexists(target) and not overwrite:
-        raise _exists_error(target)
-    if not is_replaceable(target):
-        raise foreign_error(target, "the output")
-    os.makedirs(parent, exist_ok=True)
-
-    token = uuid.uuid4().hex
-    tmp = os.path.join(parent, f".{name}.tmp-{token}")
-    try:
-        _write_and_mark(ds, tmp, zarr_format, storage_options=None)
-        _commit(tmp, target, overwrite, token)
-    except BaseException:
-        _remove(tmp)
-        raise
-    _fsync_dir(parent)
-    return target
-
-
-def _prepare_for_zarr(ds: xr.Dataset, zarr_format: int) -> xr.Dataset:
-    """A shallow copy of ``ds`` without the completion flag, ready for ``to_zarr``."""
-    ds = ds.copy(deep=False)
-    ds.attrs = {k: v for k, v in ds.attrs.items() if k != COMPLETE_ATTR}
-    if zarr_format == 3:
-        # zarr-python warns (UnstableSpecificationWarning) on fixed-width strings in
-        # format 3; variable-length strings have a specified encoding.
-        fixed = [k for k, v in ds.variables.items() if v.dtype.kind in "US"]
-        ds = _strings_as_objects(ds, fixed)
-    return ds
-
-
-def _write_and_mark(
-    ds: xr.Dataset,
-    where: str,
-    zarr_format: int,
-    storage_options: Mapping[str, Any] | None,
-    *,
-    mark: bool = True,
-) -> None:
-    """Write ``ds`` at ``where``, then set the completion flag as the very last write."""
-    kwargs: dict[str, Any] = {}
-    if storage_options:
-        kwargs["storage_options"] = dict(storage_options)
-    # Consolidated metadata is not part of the Zarr format 3 specification (zarr-python
-    # warns); in format 2 it is written and refreshed after the flag is set.
-    consolidated = zarr_format == 2
-    if zarr_format == 3:
-        kwargs["encoding"] = _checksummed(ds)
-    ds.to_zarr(where, mode="w", zarr_format=zarr_format, consolidated=consolidated, **kwargs)
-    if mark:
-        _mark_complete(where, storage_options, consolidated)
-
-
-def _mark_complete(
-    where: str, storage_options: Mapping[str, Any] | None, consolidated: bool
-) -> None:
-    """Set the completion flag (and refresh format 2's consolidated metadata)."""
-    store, _ = _zarr_store(where, storage_options, read_only=False)
-    group = zarr.open_group(store=store, mode="r+", use_consolidated=False)
-    group.attrs[COMPLETE_ATTR] = True
-    if consolidated:
-        zarr.consolidate_metadata(store)
-
-
-def _checksummed(ds: xr.Dataset) -> dict[str, dict[str, Any]]:
-    """Format 3 encoding of every variable: zarr's default compressor, then a CRC32C."""
-    from zarr.codecs import Crc32cCodec, ZstdCodec
-
-    return {str(k): {"compressors": (ZstdCodec(), Crc32cCodec())} for k in ds.variables}
-
-
-def _commit(
-    tmp: str, target: str, overwrite: bool, token: str, *, result_name: str | None = None
-) -> None:
-    """Rename the finished store ``tmp`` to ``target``, moving an old one aside first.
-
-    ``target`` is replaced only with ``overwrite`` and only if it is ours (a store we wrote,
-    or for ``result_name`` a directory whose ``result_name`` store we wrote, or an empty
-    directory); the old one is put back if the rename fails, and deleted only once the new
-    one is in place.
-    """
-    aside: str | None = None
-    if os.path.lexists(target):
-        if not overwrite:  # appeared while we were writing
-            raise _exists_error(target)
-        if not is_replaceable(target, result_name=result_name):
-            raise foreign_error(target, "the output")
-        parent, name = os.path.split(target)
-        aside = os.path.join(parent, f".{name}.old-{token}")
-        os.replace(target, aside)
-    try:
-        os.replace(tmp, target)
-    except OSError as exc:
-        if aside is not None:
-            os.replace(aside, target)  # put the old result back
-        elif os.path.lexists(target):
-            raise _exists_error(target) from exc
-        raise
-    if aside is not None:
-        _remove(aside)
-
-
-def _exists_error(target: str) -> ResultExistsError:
-    return exists_error(target, "path", "overwrite=True", replaceable=is_replaceable(target))
-
-
-def _remove(path: str) -> None:
-    if os.path.isdir(path) and not os.path.islink(path):
-        shutil.rmtree(path, ignore_errors=True)
-    elif os.path.lexists(path):
-        try:
-            os.remove(path)
-        except OSError:
-            pass
-
-
-def _fsync_dir(path: str) -> None:
-    """Make a rename in ``path`` durable (best effort; not every platform allows it)."""
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
-
-
-def _write_remote(
-    ds: xr.Dataset,
-    url: str,
-    overwrite: bool,
-    zarr_format: int,
-    storage_options: Mapping[str, Any] | None,
-) -> str:
-    """Write to an object store; the completion flag is the last write.
-
-    An existing result (``overwrite``) is kept until the new one is written: the new store is
-    written beside it under a hidden name, the old one moved aside, the new one moved into
-    place and flagged complete, and only then is the old one deleted (put back if the move
-    fails).  Object stores move by copying, so the flag is set after the move.
-    """
-    import fsspec
-
-    fs, fs_path = fsspec.core.url_to_fs(url, **dict(storage_options or {}))
-    exists = fs.exists(fs_path)
-    if exists:
-        if not is_replaceable(url, storage_options=storage_options):
-            raise foreign_error(url, "the output")
-        if not overwrite:
-            if is_complete(url, storage_options=storage_options):
-                raise ResultExistsError(
-                    f"a complete result already exists at {url}; pass overwrite=True to "
-                    "replace it, or choose another path"
-                )
-            raise ResultExistsError(
-                f"{url} already exists and is not a complete result (an interrupted "
-                "write, or other data); pass overwrite=True to replace it"
-            )
-    if not exists:
-        _write_and_mark(ds, url, zarr_format, storage_options)
-        return url
-    parent, name = posixpath.split(str(fs_path).rstrip("/"))
-    token = uuid.uuid4().hex
-    tmp, aside = f"{parent}/.{name}.tmp-{token}", f"{parent}/.{name}.old-{token}"
-    try:
-        _write_and_mark(ds, fs.unstrip_protocol(tmp), zarr_format, storage_options, mark=False)
-        fs.mv(fs_path, aside, recursive=True)
-        try:
-            fs.mv(tmp, fs_path, recursive=True)
-        except BaseException:
-            if fs.exists(fs_path):
-                fs.rm(fs_path, recursive=True)
-            fs.mv(aside, fs_path, recursive=True)  # put the old result back
-            raise
-    finally:
-        if fs.exists(tmp):
-            fs.rm(tmp, recursive=True)
-    _mark_complete(url, storage_options, zarr_format == 2)
-    fs.rm(aside, recursive=True)
-    return url
+    if plink_fileset(source) is not None:
+        return True
+    return is_vcf_zarr(source, variable, storage_options=storage_options)
