@@ -4,19 +4,26 @@ from __future__ import annotations
 
 import math
 
+import dask
+import dask.array as da
 import numpy as np
 import pytest
 import xarray as xr
 import zarr
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+import mspca_dask
 from mspca_dask.errors import ParameterError
 from mspca_dask.testing import (
+    ReadCounter,
     SpikedMixture,
     alignment,
     assert_alignment,
     make_spiked_mixture,
     paper_setting,
 )
+from mspca_dask.testing import strategies as mst
 
 
 @pytest.fixture(scope="module")
@@ -380,3 +387,74 @@ def test_assert_alignment__message_is_readable() -> None:
     assert_alignment([1.0, 0.01], [1.0, 0.0], at_least=0.99)
     with pytest.raises(AssertionError, match=r"= 0\.7071 is below the required 0\.9000"):
         assert_alignment([1.0, 1.0], [1.0, 0.0], at_least=0.9)
+
+
+# ---------------------------------------------------------------------- pass counting
+@pytest.mark.parametrize("scheduler", ["sync", "threads"])
+def test_read_counter__counts_each_chunk_read_of_a_model(
+    small: SpikedMixture, small_X: np.ndarray, scheduler: str
+) -> None:
+    counter = ReadCounter(small, chunks=((1000, 1000, 500), (25, 15)))
+    assert (counter.n_chunks, counter.reads) == (6, 0)  # building the array reads nothing
+    with dask.config.set(scheduler=scheduler):
+        np.testing.assert_array_equal(counter.array.compute(), small_X)
+        assert counter.passes == 1.0 and counter.uniform
+        counter.array[:10].sum().compute()  # the first row chunk only, both column chunks
+    assert counter.reads == 8 and not counter.uniform
+    assert counter.counts.tolist() == [[2, 2], [1, 1], [1, 1]]
+    counter.reset()
+    assert counter.reads == 0
+
+
+@pytest.mark.parametrize("wrap", ["numpy", "dask"])
+def test_read_counter__wraps_arrays_and_keeps_values(small_X: np.ndarray, wrap: str) -> None:
+    data = small_X if wrap == "numpy" else da.from_array(small_X, chunks=(700, 40))
+    counter = ReadCounter(data, chunks=(500, 20))
+    assert counter.array.chunks == ((500,) * 5, (20, 20))
+    with dask.config.set(scheduler="threads"):
+        np.testing.assert_array_equal(counter.array.compute(), small_X)
+        da.compute(counter.array.sum(axis=0), counter.array.max())  # one compute: one read
+    assert counter.passes == 2.0 and counter.uniform
+
+
+def test_read_counter__counts_the_passes_of_fit(small: SpikedMixture) -> None:
+    counter = ReadCounter(small, chunks=(500, -1))
+    res = mspca_dask.fit(counter.array, n_components=3, solver="exact", location=None)
+    assert counter.uniform and counter.passes == res.n_passes
+
+
+def test_read_counter__raises_on_data_that_is_not_2d() -> None:
+    with pytest.raises(ParameterError, match=r"data must be 2-D.*\(got shape \(4,\)\)"):
+        ReadCounter(np.zeros(4))
+
+
+# ---------------------------------------------------------------------- Hypothesis strategies
+@settings(max_examples=25, deadline=None)
+@given(mst.chunked_spiked_matrices(max_samples=60, max_features=12))
+def test_strategies__chunked_matrices_equal_the_model_whatever_the_chunks(drawn) -> None:
+    model, X = drawn
+    assert X.shape == model.shape and X.dtype in mst.FLOAT_DTYPES
+    assert sum(X.chunks[0]) == model.n_samples and min(X.chunks[0]) >= 1
+    expected = model.to_numpy().astype(X.dtype)
+    np.testing.assert_array_equal(X.compute(scheduler="sync"), expected)
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    mst.spiked_mixtures(
+        min_samples=20, max_samples=80, max_features=10, max_covariance_spikes=3, max_clusters=3
+    )
+)
+def test_strategies__spiked_mixtures_are_valid_models(model: SpikedMixture) -> None:
+    assert 20 <= model.n_samples <= 80 and 2 <= model.n_features <= 10
+    assert len(model.covariance_spikes) <= 3 and model.n_clusters <= 3
+    counts = np.bincount(model.membership, minlength=model.n_clusters + 1)
+    assert np.all(counts[1:] >= 1) and counts[0] > model.n_samples / 2
+
+
+@given(st.data())
+def test_strategies__shapes_respect_bounds_and_refuse_empty_ranges(data) -> None:
+    n, d = data.draw(mst.shapes(min_samples=3, max_samples=5, min_features=7, max_features=9))
+    assert 3 <= n <= 5 and 7 <= d <= 9
+    with pytest.raises(ValueError, match="need 2 <= min_samples <= max_samples"):
+        mst.shapes(min_samples=5, max_samples=4)

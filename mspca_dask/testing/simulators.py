@@ -1,4 +1,4 @@
-"""Simulators and assertions for tests, benchmarks and demos.
+"""Simulators of the paper's spiked Gaussian mixture, and alignment assertions.
 
 The model is the paper's spiked Gaussian mixture (Section 5, "Gaussian data"), written with the
 samples as *rows*: ``X`` is ``(n_samples, n_features)`` and ``c = n_features / n_samples``.
@@ -43,13 +43,14 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
-from mspca_dask.errors import ParameterError
+from ..errors import ParameterError
 
 if TYPE_CHECKING:
     import dask.array
     import xarray
 
 __all__ = [
+    "BLOCK_ROWS",
     "SpikedMixture",
     "make_spiked_mixture",
     "paper_setting",
