@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import contextlib
+import inspect
 import io
 import os
 import re
 import shutil
 import subprocess
 import sys
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -16,8 +18,11 @@ import numpy as np
 import pytest
 
 import mspca_dask
-from mspca_dask import cli
+from mspca_dask._params import PARAMETERS
+from mspca_dask.cli import demo as cli_demo
+from mspca_dask.cli import fit as cli_fit
 from mspca_dask.cli import main
+from mspca_dask.cli.messages import report_warnings
 from mspca_dask.testing import make_spiked_mixture
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -85,7 +90,7 @@ def test_fit__refuses_existing_result_before_fitting(
     fitted: dict[str, Any], source_store: str, monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    monkeypatch.setattr(cli, "fit", _no_fit)
+    monkeypatch.setattr(cli_fit, "fit", _no_fit)
     code = main(["fit", source_store, "--variable", "X", "--out", str(fitted["out"])])
     assert code == 3
     captured = capsys.readouterr()
@@ -102,7 +107,7 @@ def test_fit__refuses_existing_path_that_is_not_a_result(
     tmp_path: Path, source_store: str, monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    monkeypatch.setattr(cli, "fit", _no_fit)
+    monkeypatch.setattr(cli_fit, "fit", _no_fit)
     out = tmp_path / "precious"
     out.mkdir()
     (out / "notes.txt").write_text("keep me")
@@ -142,11 +147,14 @@ def test_fit__passes_options_to_fit(
         calls.append({"source": source, **kwargs})
         return stored
 
-    monkeypatch.setattr(cli, "fit", fake_fit)
+    monkeypatch.setattr(cli_fit, "fit", fake_fit)
     code = main(
         ["fit", "some.zarr", "--components", "6", "--out", str(tmp_path / "r.zarr"),
          "--variable", "V", "--sample-dim", "cells", "--location", "none", "--solver", "exact",
-         "--knockoffs", "7", "--seed", "11", "--scheduler", "sync", "--progress"]
+         "--knockoffs", "7", "--seed", "11", "--scheduler", "sync", "--progress",
+         "--knockoff-weight", "0.5", "--knockoff-factor", "3", "--threshold-scale", "2.5",
+         "--min-overlap", "0.4", "--edge-margin", "2", "--tol", "1e-3", "--max-passes", "12",
+         "--oversampling", "4"]
     )
     assert code == 0, capsys.readouterr().err
     assert calls == [
@@ -154,9 +162,46 @@ def test_fit__passes_options_to_fit(
             "source": "some.zarr", "n_components": 6, "variable": "V", "sample_dim": "cells",
             "location": None, "solver": "exact", "n_knockoffs": 7, "random_state": 11,
             "scheduler": "sync", "progress": True, "allow_missing_chunks": False,
+            "knockoff_weight": 0.5, "knockoff_factor": 3.0, "threshold_scale": 2.5,
+            "min_overlap": 0.4, "edge_margin": 2.0, "tol": 1e-3, "max_passes": 12,
+            "oversampling": 4,
         }
     ]
     assert mspca_dask.open_result(tmp_path / "r.zarr").n_components == 6
+
+
+def test_fit__tuning_defaults_are_fit_defaults(
+    fitted: dict[str, Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    calls: list[dict[str, Any]] = []
+
+    def fake_fit(source: Any, **kwargs: Any) -> mspca_dask.MSPCAResult:
+        calls.append(kwargs)
+        return mspca_dask.open_result(fitted["out"])
+
+    monkeypatch.setattr(cli_fit, "fit", fake_fit)
+    assert main(["fit", "some.zarr", "--out", str(tmp_path / "r.zarr")]) == 0
+    (kwargs,) = calls
+    assert set(PARAMETERS) <= set(kwargs)  # every tuning parameter is passed on
+    signature = inspect.signature(mspca_dask.fit).parameters
+    assert kwargs == {name: signature[name].default for name in kwargs}
+
+
+@pytest.mark.parametrize(
+    ("option", "value", "message"),
+    [
+        ("--knockoff-weight", "1.5", r"argument --knockoff-weight: must be a number in \(0, 1\]"),
+        ("--tol", "0", r"argument --tol: must be a number > 0 or None \(not '0'\)"),
+        ("--max-passes", "1", r"argument --max-passes: must be an integer >= 2 \(not '1'\)"),
+    ],
+)
+def test_fit__tuning_option_out_of_range_exits_2_before_reading(
+    option: str, value: str, message: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    monkeypatch.setattr(cli_fit, "fit", _no_fit)
+    assert main(["fit", "some.zarr", "--out", str(tmp_path / "r.zarr"), option, value]) == 2
+    assert re.search(message, capsys.readouterr().err)
 
 
 def test_fit__missing_source_exits_2_with_one_line_naming_it(
@@ -177,8 +222,8 @@ def test_fit__missing_source_exits_2_with_one_line_naming_it(
 @pytest.mark.parametrize(
     ("value", "message"),
     [
-        ("0", r"argument --components/-k: must be a positive integer \(not '0'\)"),
-        ("two", r"argument --components/-k: must be a positive integer \(not 'two'\)"),
+        ("0", r"argument --components/-k: must be an integer >= 1 \(not '0'\)"),
+        ("two", r"argument --components/-k: must be an integer >= 1 \(not 'two'\)"),
         (
             "301",
             r"mspca: error: n_components must be between 1 and "
@@ -238,6 +283,16 @@ def test_fit__no_spike_warning_is_one_line_on_stderr(
     assert mspca_dask.open_result(tmp_path / "r.zarr").n_stable == 0
 
 
+def test_report_warnings__our_warnings_become_one_line_each_others_pass_through() -> None:
+    lines: list[str] = []
+    with pytest.warns(RuntimeWarning, match="not ours"):
+        with report_warnings(lines.append):
+            for _ in range(2):  # every occurrence, not once per location
+                warnings.warn("no spike\n above the edge", mspca_dask.NoSpikeWarning, stacklevel=1)
+            warnings.warn("not ours", RuntimeWarning, stacklevel=1)
+    assert lines == ["no spike above the edge"] * 2
+
+
 # ------------------------------------------------------------------------ top level
 
 
@@ -282,7 +337,7 @@ def test_demo__no_cluster_end_to_end_then_reuses_data(
     def no_write(*a: Any, **k: Any) -> None:
         raise AssertionError("the demo data must be reused")
 
-    monkeypatch.setattr(cli, "_write_demo_data", no_write)
+    monkeypatch.setattr(cli_demo, "_write_demo_data", no_write)
     assert main(args) == 0
     assert "reused" in capsys.readouterr().out
     np.testing.assert_array_equal(mspca_dask.open_result(demo / "result.zarr").eigenvalues,

@@ -31,6 +31,7 @@ from dask.utils import parse_bytes, parse_timedelta
 import mspca_dask.genomics as genomics
 from mspca_dask import cli
 from mspca_dask._execution import connect_timeout, worker_timeout
+from mspca_dask.cli import fit as cli_fit
 
 ROOT = Path(__file__).resolve().parents[1]
 DEPLOY = ROOT / "deploy"
@@ -421,8 +422,8 @@ def test_fit_cronjob__command_is_accepted_by_the_mspca_parser() -> None:
     assert job["apiVersion"] == "batch/v1"
     (container,) = pod_spec(job)["containers"]
     args = parse_mspca(container["command"])
-    assert args.command == "fit" and args.handler is cli._cmd_fit
-    assert args.components == 10 and args.variable == "X"
+    assert args.command == "fit" and args.handler is cli_fit.run
+    assert args.n_components == 10 and args.variable == "X"
     assert args.overwrite is True  # a nightly job replaces last night's result
     assert "://" in args.source and "://" in args.out
     assert_reaches_the_daskcluster(args.scheduler)
@@ -574,8 +575,8 @@ def test_compose__workers_have_a_nanny_and_reach_the_scheduler(compose: dict[str
 def test_compose__fit_job_is_accepted_by_the_mspca_parser(compose: dict[str, Any]) -> None:
     services = compose["services"]
     args = parse_mspca(command_of(services["fit"]))
-    assert args.command == "fit" and args.handler is cli._cmd_fit
-    assert args.components == 10 and args.overwrite is True
+    assert args.command == "fit" and args.handler is cli_fit.run
+    assert args.n_components == 10 and args.overwrite is True
     host, port = scheduler_host_port(args.scheduler)
     assert host in services
     assert port == int(parse_dask_scheduler(command_of(services[host])[2:])["port"])
@@ -656,7 +657,7 @@ def test_fit_on_slurm__parses_its_arguments_and_builds_an_mspca_fit(
     argv = fit_on_slurm.fit_argv(args.fit_args, "tcp://10.0.0.1:8786")
     assert argv[:2] == ["fit", "data.zarr"]
     parsed = cli.build_parser().parse_args(argv)
-    assert (parsed.command, parsed.source, parsed.components) == ("fit", "data.zarr", 6)
+    assert (parsed.command, parsed.source, parsed.n_components) == ("fit", "data.zarr", 6)
     assert (parsed.out, parsed.scheduler) == ("r.zarr", "tcp://10.0.0.1:8786")
 
 

@@ -84,7 +84,7 @@ def test_cli_fit__refuses_output_overlapping_input_even_with_overwrite(
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    monkeypatch.setattr("mspca_dask.cli.fit", _no_fit)
+    monkeypatch.setattr("mspca_dask.cli.fit.fit", _no_fit)
     before = _listing(store)
     out = {
         "same": str(store),
@@ -106,7 +106,7 @@ def test_cli_fit__refuses_output_overlapping_input_even_with_overwrite(
 def test_cli_fit__refuses_input_symlinked_to_output(
     tmp_path: Path, store: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr("mspca_dask.cli.fit", _no_fit)
+    monkeypatch.setattr("mspca_dask.cli.fit.fit", _no_fit)
     link = tmp_path / "input-link.zarr"
     os.symlink(store, link)
     assert main(["fit", str(link), "--variable", "X", "--out", str(store), "--overwrite"]) == 2
@@ -146,7 +146,7 @@ def test_cli_fit__overwrite_refuses_foreign_directory(
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    monkeypatch.setattr("mspca_dask.cli.fit", _no_fit)
+    monkeypatch.setattr("mspca_dask.cli.fit.fit", _no_fit)
     out = tmp_path / "mine"
     out.mkdir()
     (out / "notes.txt").write_text("keep me")

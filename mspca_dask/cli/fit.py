@@ -1,0 +1,133 @@
+"""``mspca fit SOURCE --out RESULT.zarr``: fit a Zarr store, print the table, write the result.
+
+The tuning options come from the parameter registry (:mod:`mspca_dask._params`), so their
+names, ranges, defaults and messages are those of :func:`mspca_dask.fit`.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from .._params import PARAMETERS, add_arguments
+from ..api import fit
+from ..errors import EXIT_OK
+from ..io.safety import check_output_path
+from ._outputs import check_plot_available, save_plot, write_result
+
+__all__ = ["add_parser", "run"]
+
+
+def add_parser(sub: Any) -> argparse.ArgumentParser:
+    """Add the ``fit`` subcommand to ``sub`` (the ``add_subparsers`` action of ``mspca``).
+
+    Returns
+    -------
+    argparse.ArgumentParser
+        The subcommand's parser; its handler is :func:`run`.
+    """
+    p: argparse.ArgumentParser = sub.add_parser(
+        "fit",
+        help="fit a Zarr store and write the result",
+        description=(
+            "Run MS-PCA on a Zarr store, print one row per eigenpair (eigenvalue, knockoff "
+            "eigenvalue, verdict, reason) and write the result atomically to a Zarr store. "
+            "The output path is checked before any data are read."
+        ),
+    )
+    p.add_argument(
+        "source",
+        metavar="SOURCE",
+        help="path or fsspec URL of a Zarr store (v2 or v3): an array, or a group with --variable",
+    )
+    p.add_argument(
+        "--out",
+        "-o",
+        metavar="RESULT.zarr",
+        required=True,
+        help="where to write the result (a Zarr store); read it with mspca_dask.open_result",
+    )
+    p.add_argument("--variable", metavar="V", help="array of a Zarr group to analyse")
+    p.add_argument(
+        "--sample-dim",
+        metavar="D",
+        default="samples",
+        help="name of the sample dimension of a labelled store (default: samples)",
+    )
+    p.add_argument(
+        "--location",
+        choices=("auto", "none"),
+        default="auto",
+        help="'auto': subtract the robust inlier mean (default); 'none': data as they are",
+    )
+    tuning = p.add_argument_group("tuning (the parameters of mspca_dask.fit)")
+    add_arguments(tuning)  # type: ignore[arg-type]  # an argument group adds like a parser
+    p.add_argument(
+        "--scheduler",
+        metavar="ADDRESS_OR_NAME",
+        help=(
+            "Dask scheduler address (tcp://host:8786) or a local scheduler name (threads, "
+            "sync, processes); default: threads"
+        ),
+    )
+    p.add_argument("--overwrite", action="store_true", help="replace an existing store at --out")
+    p.add_argument(
+        "--progress", action="store_true", help="show a progress bar per pass (on stderr)"
+    )
+    p.add_argument(
+        "--allow-missing-chunks",
+        action="store_true",
+        help=(
+            "read chunks absent from the store as Zarr's fill value instead of refusing the "
+            "store (only for stores sparse on purpose; the result records it)"
+        ),
+    )
+    p.add_argument(
+        "--plot",
+        metavar="PNG",
+        help="also save the spectrum (eigenvalues, knockoffs, bulk edge); needs matplotlib",
+    )
+    p.set_defaults(handler=run)
+    return p
+
+
+def run(args: argparse.Namespace) -> int:
+    """``mspca fit``: check the outputs, fit, print the table, write the result.
+
+    Every output is checked before any data are read: an ``--out`` that overlaps the
+    input, holds data mspca did not write, or exists without ``--overwrite`` is refused
+    (:func:`mspca_dask.io.safety.check_output_path`), as is ``--plot`` without matplotlib.
+
+    Returns
+    -------
+    int
+        :data:`~mspca_dask.errors.EXIT_OK`; errors are raised for :func:`mspca_dask.cli.main`
+        to report.
+    """
+    check_output_path(
+        args.out,
+        overwrite=args.overwrite,
+        inputs=[args.source],
+        what="--out",
+        overwrite_flag="--overwrite",
+    )
+    if args.plot is not None:
+        check_plot_available()
+    result = fit(
+        args.source,
+        variable=args.variable,
+        sample_dim=args.sample_dim,
+        location=None if args.location == "none" else "auto",
+        scheduler=args.scheduler,
+        progress=args.progress,
+        allow_missing_chunks=args.allow_missing_chunks,
+        **{name: getattr(args, name) for name in PARAMETERS},
+    )
+    print(result.summary())
+    print()
+    written = write_result(result, args.out, overwrite=args.overwrite)
+    print(f"result written to {written}")
+    if args.plot is not None:
+        save_plot(result, args.plot)
+        print(f"spectrum plot written to {args.plot}")
+    return EXIT_OK
