@@ -22,7 +22,7 @@ from sklearn.utils.validation import (
     validate_data,
 )
 
-from ._params import sklearn_constraints
+from ._params import PARAMETERS, sklearn_constraints
 from .errors import NoStableComponentWarning
 
 if TYPE_CHECKING:
@@ -92,8 +92,16 @@ class MeanShiftPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstima
     min_overlap : float, default=0.5
         Smallest median overlap, in ``(0, 1]``, of a stable eigenvector with its knockoff
         match.
+    edge_margin : float, default=4.0
+        A candidate spike must exceed the Marchenko–Pastur bulk edge by this many
+        Tracy–Widom units (``>= 0``).
+    tol : float or None, default=None
+        Eigenvalue accuracy (``> 0``) the randomized solver certifies; ``None`` derives it
+        from the invariance radius (``ε / 10``).
     max_passes : int, default=40
-        Pass budget of the randomized solver.
+        Pass budget of the randomized solver (``>= 2``).
+    oversampling : int, default=10
+        Extra columns (``>= 0``) of the randomized solver's sketch.
     random_state : int, RandomState instance or None, default=0
         Seed of the sketch, knockoff directions and memberships.  An int gives
         reproducible results; a ``RandomState`` instance is used to draw such an int
@@ -175,20 +183,9 @@ class MeanShiftPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstima
     (5, 1)
     """
 
+    # Every tuning parameter of mspca_dask.fit, with the registry's ranges (one source).
     _parameter_constraints: dict[str, list[Any]] = {
-        **sklearn_constraints(
-            (
-                "n_components",
-                "solver",
-                "n_knockoffs",
-                "knockoff_weight",
-                "knockoff_factor",
-                "threshold_scale",
-                "min_overlap",
-                "max_passes",
-                "random_state",
-            )
-        ),
+        **sklearn_constraints(PARAMETERS),
         "location": [StrOptions({"auto"}), "array-like", None],
         "scheduler": [str, HasMethods(["compute", "scheduler_info"]), None],
     }
@@ -204,7 +201,10 @@ class MeanShiftPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstima
         knockoff_factor: float = 2.0,
         threshold_scale: float = 3.0,
         min_overlap: float = 0.5,
+        edge_margin: float = 4.0,
+        tol: float | None = None,
         max_passes: int = 40,
+        oversampling: int = 10,
         random_state: int | np.random.RandomState | None = 0,
         scheduler: Any = None,
     ) -> None:
@@ -216,7 +216,10 @@ class MeanShiftPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstima
         self.knockoff_factor = knockoff_factor
         self.threshold_scale = threshold_scale
         self.min_overlap = min_overlap
+        self.edge_margin = edge_margin
+        self.tol = tol
         self.max_passes = max_passes
+        self.oversampling = oversampling
         self.random_state = random_state
         self.scheduler = scheduler
 
@@ -303,7 +306,10 @@ class MeanShiftPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstima
             knockoff_factor=float(self.knockoff_factor),
             threshold_scale=float(self.threshold_scale),
             min_overlap=float(self.min_overlap),
+            edge_margin=float(self.edge_margin),
+            tol=None if self.tol is None else float(self.tol),
             max_passes=int(self.max_passes),
+            oversampling=int(self.oversampling),
             random_state=self._seed(),
             scheduler=self.scheduler,
         )

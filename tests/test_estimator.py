@@ -16,6 +16,7 @@ from sklearn.utils.estimator_checks import parametrize_with_checks
 
 import mspca_dask
 from mspca_dask import MeanShiftPCA, NoSpikeWarning
+from mspca_dask._params import PARAMETERS
 from mspca_dask.testing import alignment, paper_setting
 
 # ----------------------------------------------------------------------------- sklearn checks
@@ -165,7 +166,10 @@ def test_get_params_set_params():
         "knockoff_factor": 2.0,
         "threshold_scale": 3.0,
         "min_overlap": 0.5,
+        "edge_margin": 4.0,
+        "tol": None,
         "max_passes": 40,
+        "oversampling": 10,
         "random_state": 0,
         "scheduler": None,
     }
@@ -173,6 +177,23 @@ def test_get_params_set_params():
     assert (est.n_components, est.location, est.solver) == (3, None, "exact")
     with pytest.raises(ValueError, match="Invalid parameter 'bogus'"):
         est.set_params(bogus=1)
+
+
+def test_every_tuning_parameter_reaches_fit(small, monkeypatch):
+    calls = []
+    real_fit = mspca_dask.api.fit
+
+    def spy(X, **kwargs):
+        calls.append(kwargs)
+        return real_fit(X, **kwargs)
+
+    monkeypatch.setattr(mspca_dask.api, "fit", spy)
+    tuning = {"edge_margin": 2.5, "tol": 1e-3, "oversampling": 4, "max_passes": 30}
+    est = MeanShiftPCA(n_components=2, solver="randomized", **tuning).fit(small)
+    (kwargs,) = calls
+    assert set(PARAMETERS) <= set(kwargs)
+    assert {k: kwargs[k] for k in tuning} == tuning
+    assert {k: est.result_.params[k] for k in tuning} == tuning
 
 
 def test_mspca_dask_exposes_the_estimator():
@@ -188,6 +209,10 @@ def test_mspca_dask_exposes_the_estimator():
         ({"knockoff_weight": 1.5}, "'knockoff_weight' parameter of MeanShiftPCA must be"),
         ({"min_overlap": 0.0}, "'min_overlap' parameter of MeanShiftPCA must be"),
         ({"max_passes": 1}, "'max_passes' parameter of MeanShiftPCA must be"),
+        ({"edge_margin": -0.5}, "'edge_margin' parameter of MeanShiftPCA must be"),
+        ({"tol": 0.0}, "'tol' parameter of MeanShiftPCA must be"),
+        ({"oversampling": -1}, "'oversampling' parameter of MeanShiftPCA must be"),
+        ({"oversampling": 2.5}, "'oversampling' parameter of MeanShiftPCA must be"),
         ({"random_state": -1}, "'random_state' parameter of MeanShiftPCA must be"),
         ({"scheduler": 3}, "'scheduler' parameter of MeanShiftPCA must be"),
     ],
