@@ -56,12 +56,25 @@ def fitted(tmp_path_factory: pytest.TempPathFactory, source_store: str) -> dict[
     with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
         code = main(
             [
-                "fit", source_store, "--variable", "X", "--components", "6",
-                "--out", str(out), "--plot", str(png),
+                "fit",
+                source_store,
+                "--variable",
+                "X",
+                "--components",
+                "6",
+                "--out",
+                str(out),
+                "--plot",
+                str(png),
             ]
         )
-    return {"code": code, "out": out, "png": png, "stdout": stdout.getvalue(),
-            "stderr": stderr.getvalue()}
+    return {
+        "code": code,
+        "out": out,
+        "png": png,
+        "stdout": stdout.getvalue(),
+        "stderr": stderr.getvalue(),
+    }
 
 
 def _no_fit(*args: Any, **kwargs: Any) -> None:
@@ -87,7 +100,9 @@ def test_fit__prints_table_with_both_verdicts_and_writes_result(fitted: dict[str
 
 
 def test_fit__refuses_existing_result_before_fitting(
-    fitted: dict[str, Any], source_store: str, monkeypatch: pytest.MonkeyPatch,
+    fitted: dict[str, Any],
+    source_store: str,
+    monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     monkeypatch.setattr(cli_fit, "fit", _no_fit)
@@ -104,7 +119,9 @@ def test_fit__refuses_existing_result_before_fitting(
 
 
 def test_fit__refuses_existing_path_that_is_not_a_result(
-    tmp_path: Path, source_store: str, monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    source_store: str,
+    monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     monkeypatch.setattr(cli_fit, "fit", _no_fit)
@@ -120,14 +137,27 @@ def test_fit__refuses_existing_path_that_is_not_a_result(
 
 
 def test_fit__overwrite_replaces_result(
-    fitted: dict[str, Any], source_store: str, tmp_path: Path,
+    fitted: dict[str, Any],
+    source_store: str,
+    tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     out = tmp_path / "result.zarr"
     shutil.copytree(fitted["out"], out)
     code = main(
-        ["fit", source_store, "--variable", "X", "-k", "3", "--seed", "5", "--out", str(out),
-         "--overwrite"]
+        [
+            "fit",
+            source_store,
+            "--variable",
+            "X",
+            "-k",
+            "3",
+            "--seed",
+            "5",
+            "--out",
+            str(out),
+            "--overwrite",
+        ]
     )
     captured = capsys.readouterr()
     assert code == 0, captured.err
@@ -137,7 +167,9 @@ def test_fit__overwrite_replaces_result(
 
 
 def test_fit__passes_options_to_fit(
-    fitted: dict[str, Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+    fitted: dict[str, Any],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     calls: list[dict[str, Any]] = []
@@ -149,21 +181,67 @@ def test_fit__passes_options_to_fit(
 
     monkeypatch.setattr(cli_fit, "fit", fake_fit)
     code = main(
-        ["fit", "some.zarr", "--components", "6", "--out", str(tmp_path / "r.zarr"),
-         "--variable", "V", "--sample-dim", "cells", "--location", "none", "--solver", "exact",
-         "--knockoffs", "7", "--seed", "11", "--scheduler", "sync", "--progress",
-         "--knockoff-weight", "0.5", "--knockoff-factor", "3", "--threshold-scale", "2.5",
-         "--min-overlap", "0.4", "--edge-margin", "2", "--tol", "1e-3", "--max-passes", "12",
-         "--oversampling", "4"]
+        [
+            "fit",
+            "some.zarr",
+            "--components",
+            "6",
+            "--out",
+            str(tmp_path / "r.zarr"),
+            "--variable",
+            "V",
+            "--sample-dim",
+            "cells",
+            "--location",
+            "none",
+            "--solver",
+            "exact",
+            "--knockoffs",
+            "7",
+            "--seed",
+            "11",
+            "--scheduler",
+            "sync",
+            "--progress",
+            "--knockoff-weight",
+            "0.5",
+            "--knockoff-factor",
+            "3",
+            "--threshold-scale",
+            "2.5",
+            "--min-overlap",
+            "0.4",
+            "--edge-margin",
+            "2",
+            "--tol",
+            "1e-3",
+            "--max-passes",
+            "12",
+            "--oversampling",
+            "4",
+        ]
     )
     assert code == 0, capsys.readouterr().err
     assert calls == [
         {
-            "source": "some.zarr", "n_components": 6, "variable": "V", "sample_dim": "cells",
-            "location": None, "solver": "exact", "n_knockoffs": 7, "random_state": 11,
-            "scheduler": "sync", "progress": True, "allow_missing_chunks": False,
-            "knockoff_weight": 0.5, "knockoff_factor": 3.0, "threshold_scale": 2.5,
-            "min_overlap": 0.4, "edge_margin": 2.0, "tol": 1e-3, "max_passes": 12,
+            "source": "some.zarr",
+            "n_components": 6,
+            "variable": "V",
+            "sample_dim": "cells",
+            "location": None,
+            "solver": "exact",
+            "n_knockoffs": 7,
+            "random_state": 11,
+            "scheduler": "sync",
+            "progress": True,
+            "allow_missing_chunks": False,
+            "knockoff_weight": 0.5,
+            "knockoff_factor": 3.0,
+            "threshold_scale": 2.5,
+            "min_overlap": 0.4,
+            "edge_margin": 2.0,
+            "tol": 1e-3,
+            "max_passes": 12,
             "oversampling": 4,
         }
     ]
@@ -196,7 +274,11 @@ def test_fit__tuning_defaults_are_fit_defaults(
     ],
 )
 def test_fit__tuning_option_out_of_range_exits_2_before_reading(
-    option: str, value: str, message: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+    option: str,
+    value: str,
+    message: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     monkeypatch.setattr(cli_fit, "fit", _no_fit)
@@ -232,12 +314,23 @@ def test_fit__missing_source_exits_2_with_one_line_naming_it(
     ],
 )
 def test_fit__bad_components_exits_2(
-    value: str, message: str, source_store: str, tmp_path: Path,
+    value: str,
+    message: str,
+    source_store: str,
+    tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     code = main(
-        ["fit", source_store, "--variable", "X", "--components", value,
-         "--out", str(tmp_path / "r.zarr")]
+        [
+            "fit",
+            source_store,
+            "--variable",
+            "X",
+            "--components",
+            value,
+            "--out",
+            str(tmp_path / "r.zarr"),
+        ]
     )
     assert code == 2
     err = capsys.readouterr().err
@@ -259,8 +352,16 @@ def test_fit__unknown_scheduler_exits_2(
     source_store: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     code = main(
-        ["fit", source_store, "--variable", "X", "--scheduler", "bogus",
-         "--out", str(tmp_path / "r.zarr")]
+        [
+            "fit",
+            source_store,
+            "--variable",
+            "X",
+            "--scheduler",
+            "bogus",
+            "--out",
+            str(tmp_path / "r.zarr"),
+        ]
     )
     assert code == 2
     assert capsys.readouterr().err.startswith("mspca: error: scheduler must be one of")
@@ -269,8 +370,9 @@ def test_fit__unknown_scheduler_exits_2(
 def test_fit__no_spike_warning_is_one_line_on_stderr(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    noise = make_spiked_mixture(400, 200, covariance_spikes=(), mean_shift_weights=(),
-                                random_state=3)
+    noise = make_spiked_mixture(
+        400, 200, covariance_spikes=(), mean_shift_weights=(), random_state=3
+    )
     src = noise.write_zarr(tmp_path / "noise.zarr", name="X")
     code = main(["fit", src, "--variable", "X", "-k", "3", "--out", str(tmp_path / "r.zarr")])
     captured = capsys.readouterr()
@@ -340,8 +442,9 @@ def test_demo__no_cluster_end_to_end_then_reuses_data(
     monkeypatch.setattr(cli_demo, "_write_demo_data", no_write)
     assert main(args) == 0
     assert "reused" in capsys.readouterr().out
-    np.testing.assert_array_equal(mspca_dask.open_result(demo / "result.zarr").eigenvalues,
-                                  first.eigenvalues)
+    np.testing.assert_array_equal(
+        mspca_dask.open_result(demo / "result.zarr").eigenvalues, first.eigenvalues
+    )
 
 
 def test_demo__other_parameters_rewrite_data(
@@ -374,9 +477,25 @@ def test_python_m_demo_on_a_local_cluster(tmp_path: Path) -> None:
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), env.get("PYTHONPATH")]))
     proc = subprocess.run(
-        [sys.executable, "-m", "mspca_dask", "demo", "--dir", str(tmp_path / "demo"),
-         "--samples", "600", "--features", "300", "--workers", "2"],
-        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=180,
+        [
+            sys.executable,
+            "-m",
+            "mspca_dask",
+            "demo",
+            "--dir",
+            str(tmp_path / "demo"),
+            "--samples",
+            "600",
+            "--features",
+            "300",
+            "--workers",
+            "2",
+        ],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=180,
     )
     assert proc.returncode == 0, proc.stderr
     assert re.search(r"Dask dashboard: http://\S+", proc.stdout)

@@ -329,8 +329,9 @@ def test_mean_shift_pca__warns_when_every_spike_is_a_mean_shift():
     from mspca_dask import NoStableComponentWarning
     from mspca_dask.testing import make_spiked_mixture
 
-    X = make_spiked_mixture(600, 300, covariance_spikes=(), mean_shift_weights=(0.1,),
-                            random_state=4).to_numpy()
+    X = make_spiked_mixture(
+        600, 300, covariance_spikes=(), mean_shift_weights=(0.1,), random_state=4
+    ).to_numpy()
     est = MeanShiftPCA(n_components=3, random_state=0)
     with pytest.warns(NoStableComponentWarning, match="kept 0 components: all 1 spike"):
         est.fit(X)
