@@ -13,14 +13,14 @@ from typing import Any
 import numpy as np
 import zarr
 
-from mspca_dask import genomics as gx
+from mspca_dask.genomics.sources import _str_objects
 
 
 def fileset_arrays(store: str) -> dict[str, Any]:
     """Dosage (variants, samples) with NaN missing, positions, REF, ALT, sample ids."""
     g = zarr.open_group(store, mode="r")
     gt = g["call_genotype"][:]
-    alleles = gx._str_objects(g["variant_allele"][:])
+    alleles = _str_objects(g["variant_allele"][:])
     biallelic = (alleles[:, 2:] == "").all(axis=1)
     gt, alleles = gt[biallelic], alleles[biallelic]
     dosage = (gt > 0).sum(axis=2).astype(np.float32)
@@ -30,7 +30,7 @@ def fileset_arrays(store: str) -> dict[str, Any]:
         "position": g["variant_position"][:][biallelic].astype(np.int64),
         "ref": alleles[:, 0].astype(str),
         "alt": alleles[:, 1].astype(str),
-        "sample_id": gx._str_objects(g["sample_id"][:]).astype(str),
+        "sample_id": _str_objects(g["sample_id"][:]).astype(str),
     }
 
 

@@ -17,9 +17,10 @@ import dask.array as da
 import numpy as np
 import pytest
 
-from mspca_dask import _compact, preprocess
 from mspca_dask._execution import Executor
 from mspca_dask.errors import ParameterError
+from mspca_dask.genomics import compact as _compact
+from mspca_dask.genomics import preprocess
 
 # ------------------------------------------------------------------------------ unit level
 
@@ -248,7 +249,7 @@ def test_run_job__same_result_in_memory_spilled_and_on_the_old_path(
     mem = gx.run_job(_job(tmp_path, cohort, "memory")).dataset
     disk = gx.run_job(_job(tmp_path, cohort, "disk", 'memory_budget = "0 B"')).dataset
     assert not list((tmp_path / "out").glob(f"{_compact.TEMP_PREFIX}*"))
-    monkeypatch.setattr(gx._compact, "calls_from_genotypes", lambda gt: None)
+    monkeypatch.setattr(_compact, "calls_from_genotypes", lambda gt: None)
     old = gx.run_job(_job(tmp_path, cohort, "old")).dataset
     assert mem is not None and disk is not None and old is not None
     for var in ("eigenvalue", "knockoff_eigenvalue", "stable", "sample_score"):

@@ -23,8 +23,9 @@ from genotype_files import add_qc_cases, fileset_arrays, write_bed, write_pgen  
 
 import mspca_dask  # noqa: E402
 from mspca_dask import genomics as gx  # noqa: E402
-from mspca_dask import plink  # noqa: E402
 from mspca_dask.errors import InputError, SourceNotFoundError  # noqa: E402
+from mspca_dask.genomics import plink  # noqa: E402
+from mspca_dask.genomics.qc import site_filters  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -181,7 +182,7 @@ def test_site_filters__multiallelic_non_acgt_and_duplicate_sites_are_counted_onc
 ) -> None:
     vz = gx.open_vcf_zarr(cohort["store"])  # tskit2zarr: up to 3 alleles per site
     assert vz.variant_allele is not None
-    flags = gx.site_filters(vz)
+    flags = site_filters(vz)
     expected = (vz.variant_allele[:, 2:] != "").any(axis=1)
     assert expected.sum() > 0
     np.testing.assert_array_equal(flags["variants_multiallelic"], expected)
@@ -202,7 +203,7 @@ def test_site_filters__multiallelic_non_acgt_and_duplicate_sites_are_counted_onc
             dtype=object,
         ),
     )
-    f = gx.site_filters(small)
+    f = site_filters(small)
     assert f["variants_non_acgt"].tolist() == [True, True, False, False, False, False]
     assert f["variants_duplicate_position"].tolist() == [False, False, True, True, False, False]
 

@@ -23,7 +23,7 @@ from genotype_files import fileset_arrays, write_bed  # noqa: E402
 
 from mspca_dask import genomics as gx  # noqa: E402
 from mspca_dask.errors import ResultExistsError  # noqa: E402
-from mspca_dask.projection import match_variants, project  # noqa: E402
+from mspca_dask.genomics.projection import match_variants, project  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 

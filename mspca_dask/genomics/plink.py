@@ -26,7 +26,7 @@ from typing import Any
 import dask.array as da
 import numpy as np
 
-from .errors import InputError, MSPCAError, SourceNotFoundError
+from ..errors import InputError, MSPCAError, SourceNotFoundError
 
 __all__ = ["plink_prefix", "is_plink_source", "open_plink", "plink_fingerprint"]
 
@@ -163,7 +163,7 @@ def open_plink(source: str | os.PathLike[str], *, variants_chunk_size: int | Non
         A malformed ``.bim``/``.fam``, a ``.bed`` that is not SNP-major PLINK 1 or whose size
         does not match the ``.bim`` and ``.fam``, or duplicate sample ids.
     """
-    from .genomics import VcfZarr
+    from .sources import VcfZarr
 
     fs = _fileset(source)
     if fs is None:
@@ -326,7 +326,7 @@ def _column(header: list[str], rows: list[list[str]], name: str, path: Path) -> 
 
 
 def _open_pgen(prefix: Path, variants_chunk_size: int | None) -> Any:
-    from .genomics import VcfZarr
+    from .sources import VcfZarr
 
     try:
         import pgenlib  # noqa: F401

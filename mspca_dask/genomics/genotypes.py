@@ -3,10 +3,10 @@
 :func:`genotype_input` turns a path naming a VCF Zarr store (a Zarr group holding
 ``call_genotype``, ``call_dosage`` or ``call_DS``) or a PLINK 1 fileset into the standardised
 ``(samples, variants)`` matrix the core analyses, with the *same* code as the genomics job:
-:func:`mspca_dask.genomics.open_genotypes` (dosages, NaN for missing calls),
-:func:`mspca_dask.genomics.run_qc` with the job's default ``[qc]`` thresholds (site filters,
+:func:`mspca_dask.genomics.sources.open_genotypes` (dosages, NaN for missing calls),
+:func:`mspca_dask.genomics.qc.run_qc` with the job's default ``[qc]`` thresholds (site filters,
 monomorphic / zero-variance / MAF / missingness), and :func:`centre_and_scale` +
-:func:`mspca_dask.preprocess.standardize` (missing calls imputed at the centre, Patterson
+:func:`mspca_dask.genomics.preprocess.standardize` (missing calls imputed at the centre, Patterson
 scaling).  **Samples are the observations** (``n`` = samples, ``d`` = variants kept).
 
 With ``reference_samples`` the centre and the scale are the reference set's allele
@@ -24,8 +24,8 @@ from typing import Any
 
 import numpy as np
 
+from ..errors import ParameterError
 from . import preprocess
-from .errors import ParameterError
 
 __all__ = ["is_genotype_source", "genotype_input", "centre_and_scale", "GenotypeInput"]
 
@@ -105,7 +105,7 @@ def centre_and_scale(
 
 
 def _reference_mask(reference_samples: Any, sample_id: np.ndarray) -> np.ndarray:
-    from .genomics import _ids_to_mask
+    from .reference import _ids_to_mask
 
     ref = np.asarray(reference_samples)
     if ref.dtype.kind == "b":
@@ -172,8 +172,10 @@ def genotype_input(
         return None
     import xarray as xr
 
-    from ._execution import Executor
-    from .genomics import JobConfig, open_genotypes, run_qc
+    from .._execution import Executor
+    from .config import JobConfig
+    from .qc import run_qc
+    from .sources import open_genotypes
 
     vz = open_genotypes(
         os.fspath(source),
