@@ -67,6 +67,7 @@ def _fit_k(X: da.Array, cfg: JobConfig, location: Any, scheduler: Any) -> MSPCAR
             solver=cfg.solver,
             n_knockoffs=cfg.n_knockoffs,
             random_state=cfg.seed,
+            **cfg.fit_options,
             scheduler=scheduler,
         )
     for w in caught:

@@ -6,13 +6,13 @@ import dataclasses
 import json
 import logging
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .._params import _suggest
-from ..errors import ConfigError
+from .._params import _suggest, config_keys, from_mapping
+from ..errors import ConfigError, ParameterError
 from . import compact as _compact
 from .sources import _is_url
 
@@ -78,6 +78,7 @@ class JobConfig:
     compare_all_sample_centring: bool = False
     simulate: SimulateConfig | None = None
     config_path: Path | None = None
+    fit_options: dict[str, Any] = field(default_factory=dict)
 
     # ------------------------------------------------------------------ derived
     @property
@@ -99,14 +100,19 @@ class JobConfig:
         for k in ("overwrite", "scheduler", "workers", "config_path", "output_dir", "name"):
             d.pop(k)
         d.pop("memory_budget")  # where the compact matrix lives, not what it holds
-        if not d["allow_missing_chunks"]:  # recorded only when used: old fingerprints hold
-            d.pop("allow_missing_chunks")
+        for k in ("allow_missing_chunks", "fit_options"):  # recorded only when used, so the
+            if not d[k]:  # fingerprints of jobs that do not use them stay as they were
+                d.pop(k)
         return json.loads(json.dumps(d, default=str))
 
     # ------------------------------------------------------------------ parsing
     @classmethod
     def from_mapping(cls, raw: Mapping[str, Any], base: Path | None = None) -> JobConfig:
         """Validate a parsed config (the sections of the TOML/YAML file).
+
+        The keys that map to one field each are read by the table :data:`_FIELDS`; the
+        ``[pca]`` section by the parameter registry (:func:`mspca_dask._params.from_mapping`);
+        the rest (required keys and keys that depend on each other) by the rules below.
 
         Parameters
         ----------
@@ -123,186 +129,28 @@ class JobConfig:
             or a value of the wrong type or out of range.
         """
         base = Path.cwd() if base is None else base
-        sections = {
-            "job": {"name"},
-            "input": {
-                "store",
-                "storage_options",
-                "genotype_variable",
-                "ploidy",
-                "sample_metadata",
-                "metadata_id_column",
-                "color_by",
-                "allow_missing_chunks",
-            },
-            "reference": {
-                "samples",
-                "samples_file",
-                "variable",
-                "metadata_column",
-                "metadata_values",
-                "scale",
-            },
-            "qc": {"min_maf", "max_variant_missing", "min_sample_call_rate"},
-            "pca": {"n_components", "n_knockoffs", "solver", "seed"},
-            "compute": {"scheduler", "workers", "memory_budget"},
-            "output": {"dir", "overwrite", "fingerprint"},
-            "report": {"enabled", "compare_all_sample_centring", "color_by"},
-            "simulate": {f.name for f in dataclasses.fields(SimulateConfig)},
-        }
-        if not isinstance(raw, Mapping):
-            raise ConfigError(f"the config must be a table of sections (got {type(raw).__name__})")
-        for section, body in raw.items():
-            if section not in sections:
-                raise ConfigError(f"unknown section [{section}]{_suggest(section, sections)}")
-            if not isinstance(body, Mapping):
-                raise ConfigError(f"[{section}] must be a table of keys (got {body!r})")
-            for key in body:
-                if key not in sections[section]:
-                    raise ConfigError(
-                        f"unknown key {key!r} in [{section}]{_suggest(key, sections[section])}"
+        sections = _sections(raw)
+        values: dict[str, Any] = {}
+        for section, keys in _FIELDS.items():
+            for key, value in sections.get(section, {}).items():
+                if key in keys:
+                    name, parse = keys[key]
+                    where = f"[{section}] {key}"
+                    values[name] = (
+                        _path(value, where, base) if parse is _path else parse(value, where)
                     )
-
-        def sec(name: str) -> Mapping[str, Any]:
-            return raw.get(name, {}) or {}
-
-        inp, ref, qc, pca = sec("input"), sec("reference"), sec("qc"), sec("pca")
-        comp, out, rep, job = sec("compute"), sec("output"), sec("report"), sec("job")
-
-        def path(value: Any, where: str) -> Path:
-            if not isinstance(value, str) or not value:
-                raise ConfigError(f"{where} must be a non-empty string path (got {value!r})")
-            p = Path(os.path.expanduser(value))
-            return p if p.is_absolute() else (base / p).resolve()
-
-        if "store" not in inp:
-            raise ConfigError("[input] store is required: the path or URL of a VCF Zarr store")
-        store_raw = inp["store"]
-        if not isinstance(store_raw, str) or not store_raw:
-            raise ConfigError(f"[input] store must be a path or URL (got {store_raw!r})")
-        store = store_raw if _is_url(store_raw) else str(path(store_raw, "[input] store"))
-        if "dir" not in out:
-            raise ConfigError("[output] dir is required: the directory the job writes")
-        out_raw = out["dir"]
-        if isinstance(out_raw, str) and _is_url(out_raw):
-            raise ConfigError(
-                f"[output] dir must be a local directory (got {out_raw!r}): the result is "
-                "committed by an atomic rename, which object stores lack; write locally and "
-                "copy the finished directory"
-            )
-        output_dir = path(out_raw, "[output] dir")
-
-        refs = [k for k in ("samples", "samples_file", "variable", "metadata_column") if k in ref]
-        if len(refs) > 1:
-            raise ConfigError(
-                "[reference] takes only one of samples, samples_file, variable, "
-                f"metadata_column (got {', '.join(refs)})"
-            )
-        ref_samples = None
-        if "samples" in ref:
-            ref_samples = _str_tuple(ref["samples"], "[reference] samples")
-            if not ref_samples:
-                raise ConfigError("[reference] samples must list at least one sample id")
-        ref_values = None
-        if "metadata_column" in ref:
-            if "metadata_values" not in ref:
-                raise ConfigError(
-                    "[reference] metadata_column needs metadata_values, e.g. "
-                    'metadata_column = "population" and metadata_values = ["CEU"]'
-                )
-            ref_values = _str_tuple(ref["metadata_values"], "[reference] metadata_values")
-            if not ref_values:
-                raise ConfigError("[reference] metadata_values must list at least one value")
-            if "sample_metadata" not in inp:
-                raise ConfigError(
-                    "[reference] metadata_column needs [input] sample_metadata (the file that "
-                    "holds that column)"
-                )
-        elif "metadata_values" in ref:
-            raise ConfigError("[reference] metadata_values needs metadata_column")
-        scale = ref.get("scale", "reference" if refs else "all")
-        if scale not in ("reference", "all"):
-            raise ConfigError(f"[reference] scale must be 'reference' or 'all' (not {scale!r})")
-        if scale == "reference" and not refs:
-            raise ConfigError(
-                "[reference] scale = 'reference' needs a reference set (samples, samples_file, "
-                "variable or metadata_column); without one the scale comes from all samples"
-            )
-
-        simulate = None
-        if "simulate" in raw:
-            simulate = _simulate_config(sec("simulate"))
-
-        color_by = rep.get("color_by", inp.get("color_by"))
-        cfg = cls(
-            name=_string(job.get("name", output_dir.name), "[job] name"),
-            store=store,
-            output_dir=output_dir,
-            storage_options=dict(_mapping(inp.get("storage_options", {}), "storage_options")),
-            genotype_variable=_string(inp.get("genotype_variable", "auto"), "genotype_variable"),
-            ploidy=None if "ploidy" not in inp else _int(inp["ploidy"], "[input] ploidy", 1),
-            sample_metadata=(
-                None
-                if "sample_metadata" not in inp
-                else path(inp["sample_metadata"], "[input] sample_metadata")
-            ),
-            metadata_id_column=_string(
-                inp.get("metadata_id_column", "sample_id"), "[input] metadata_id_column"
-            ),
-            color_by=None if color_by is None else _string(color_by, "color_by"),
-            reference_samples=ref_samples,
-            reference_samples_file=(
-                None
-                if "samples_file" not in ref
-                else path(ref["samples_file"], "[reference] samples_file")
-            ),
-            reference_variable=(
-                None if "variable" not in ref else _string(ref["variable"], "[reference] variable")
-            ),
-            reference_metadata_column=(
-                None
-                if "metadata_column" not in ref
-                else _string(ref["metadata_column"], "[reference] metadata_column")
-            ),
-            reference_metadata_values=ref_values,
-            scale=scale,
-            min_maf=_fraction(qc.get("min_maf", 0.05), "[qc] min_maf", upper=0.5),
-            max_variant_missing=_fraction(
-                qc.get("max_variant_missing", 0.1), "[qc] max_variant_missing"
-            ),
-            min_sample_call_rate=_fraction(
-                qc.get("min_sample_call_rate", 0.9), "[qc] min_sample_call_rate"
-            ),
-            n_components=_int(pca.get("n_components", 10), "[pca] n_components", 1),
-            n_knockoffs=_int(pca.get("n_knockoffs", 5), "[pca] n_knockoffs", 1),
-            solver=_choice(
-                pca.get("solver", "auto"), "[pca] solver", ("auto", "exact", "randomized")
-            ),
-            seed=_int(pca.get("seed", 0), "[pca] seed", 0),
-            scheduler=_scheduler(comp.get("scheduler", "threads")),
-            workers=_int(comp.get("workers", 2), "[compute] workers", 1),
-            memory_budget=_bytes(
-                comp.get("memory_budget", _compact.DEFAULT_MEMORY_BUDGET),
-                "[compute] memory_budget",
-            ),
-            overwrite=_bool(out.get("overwrite", False), "[output] overwrite"),
-            allow_missing_chunks=_bool(
-                inp.get("allow_missing_chunks", False), "[input] allow_missing_chunks"
-            ),
-            fingerprint=_choice(
-                out.get("fingerprint", "listing"), "[output] fingerprint", ("listing", "content")
-            ),
-            report=_bool(rep.get("enabled", True), "[report] enabled"),
-            compare_all_sample_centring=_bool(
-                rep.get("compare_all_sample_centring", False),
-                "[report] compare_all_sample_centring",
-            ),
-            simulate=simulate,
-            config_path=None,
-        )
+        inp, out = sections.get("input", {}), sections.get("output", {})
+        values["store"] = _store(inp, base)
+        values["output_dir"] = _output_dir(out, base)
+        values.setdefault("name", values["output_dir"].name)
+        values["scale"] = _reference_rules(sections.get("reference", {}), inp, values.get("scale"))
+        values.update(_pca(sections.get("pca", {})))
+        if "simulate" in sections:
+            values["simulate"] = _simulate_config(sections["simulate"])
+        cfg = cls(**values)
         if cfg.color_by is not None and cfg.sample_metadata is None:
             raise ConfigError("color_by needs [input] sample_metadata (the file with that column)")
-        if simulate is not None and _is_url(store):
+        if cfg.simulate is not None and _is_url(cfg.store):
             raise ConfigError("[simulate] writes [input] store, which must then be a local path")
         return cfg
 
@@ -321,10 +169,22 @@ def _str_tuple(v: Any, where: str) -> tuple[str, ...]:
     return tuple(v)
 
 
-def _mapping(v: Any, where: str) -> Mapping[str, Any]:
+def _listing(what: str) -> Callable[[Any, str], tuple[str, ...]]:
+    """A parser of a non-empty list of strings (``what`` names one entry in the message)."""
+
+    def parse(v: Any, where: str) -> tuple[str, ...]:
+        values = _str_tuple(v, where)
+        if not values:
+            raise ConfigError(f"{where} must list at least one {what}")
+        return values
+
+    return parse
+
+
+def _table(v: Any, where: str) -> dict[str, Any]:
     if not isinstance(v, Mapping):
         raise ConfigError(f"{where} must be a table (got {v!r})")
-    return v
+    return dict(v)
 
 
 def _int(v: Any, where: str, lo: int) -> int:
@@ -333,10 +193,23 @@ def _int(v: Any, where: str, lo: int) -> int:
     return int(v)
 
 
+def _at_least(lo: int) -> Callable[[Any, str], int]:
+    """A parser of an integer ``>= lo``."""
+    return lambda v, where: _int(v, where, lo)
+
+
 def _bool(v: Any, where: str) -> bool:
     if not isinstance(v, bool):
         raise ConfigError(f"{where} must be true or false (got {v!r})")
     return v
+
+
+def _path(value: Any, where: str, base: Path) -> Path:
+    """A local path, ``~`` expanded and resolved against ``base`` (the config's directory)."""
+    if not isinstance(value, str) or not value:
+        raise ConfigError(f"{where} must be a non-empty string path (got {value!r})")
+    p = Path(os.path.expanduser(value))
+    return p if p.is_absolute() else (base / p).resolve()
 
 
 _UNITS = {"": 1, "b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12}
@@ -369,19 +242,183 @@ def _fraction(v: Any, where: str, upper: float = 1.0) -> float:
     return float(v)
 
 
+def _up_to(upper: float) -> Callable[[Any, str], float]:
+    """A parser of a number in ``[0, upper]``."""
+    return lambda v, where: _fraction(v, where, upper)
+
+
 def _choice(v: Any, where: str, options: tuple[str, ...]) -> str:
     if v not in options:
         raise ConfigError(f"{where} must be one of {list(options)} (not {v!r})")
     return str(v)
 
 
-def _scheduler(v: Any) -> str:
+def _one_of(*options: str) -> Callable[[Any, str], str]:
+    """A parser of one of ``options``."""
+    return lambda v, where: _choice(v, where, options)
+
+
+def _scheduler(v: Any, where: str = "[compute] scheduler") -> str:
     if isinstance(v, str) and (v in _SCHEDULERS or "://" in v):
         return v
     raise ConfigError(
-        f"[compute] scheduler must be one of {list(_SCHEDULERS)} or a scheduler address like "
+        f"{where} must be one of {list(_SCHEDULERS)} or a scheduler address like "
         f"'tcp://host:8786' (not {v!r})"
     )
+
+
+#: Every key that sets one :class:`JobConfig` field: ``section → key → (field, parser)``.
+#: Sections are read in this order, so ``[report] color_by`` wins over ``[input] color_by``.
+_FIELDS: dict[str, dict[str, tuple[str, Callable[..., Any]]]] = {
+    "job": {"name": ("name", _string)},
+    "input": {
+        "storage_options": ("storage_options", _table),
+        "genotype_variable": ("genotype_variable", _string),
+        "ploidy": ("ploidy", _at_least(1)),
+        "sample_metadata": ("sample_metadata", _path),
+        "metadata_id_column": ("metadata_id_column", _string),
+        "color_by": ("color_by", _string),
+        "allow_missing_chunks": ("allow_missing_chunks", _bool),
+    },
+    "reference": {
+        "samples": ("reference_samples", _listing("sample id")),
+        "samples_file": ("reference_samples_file", _path),
+        "variable": ("reference_variable", _string),
+        "metadata_column": ("reference_metadata_column", _string),
+        "metadata_values": ("reference_metadata_values", _listing("value")),
+        "scale": ("scale", _one_of("reference", "all")),
+    },
+    "qc": {
+        "min_maf": ("min_maf", _up_to(0.5)),
+        "max_variant_missing": ("max_variant_missing", _up_to(1.0)),
+        "min_sample_call_rate": ("min_sample_call_rate", _up_to(1.0)),
+    },
+    "compute": {
+        "scheduler": ("scheduler", _scheduler),
+        "workers": ("workers", _at_least(1)),
+        "memory_budget": ("memory_budget", _bytes),
+    },
+    "output": {
+        "overwrite": ("overwrite", _bool),
+        "fingerprint": ("fingerprint", _one_of("listing", "content")),
+    },
+    "report": {
+        "enabled": ("report", _bool),
+        "compare_all_sample_centring": ("compare_all_sample_centring", _bool),
+        "color_by": ("color_by", _string),
+    },
+}
+
+#: Keys read by rules of their own: required, checked together, or another registry's.
+_RULED: dict[str, set[str]] = {
+    "input": {"store"},
+    "output": {"dir"},
+    "pca": set(config_keys()),
+    "simulate": {f.name for f in dataclasses.fields(SimulateConfig)},
+}
+
+_SECTIONS = {s: set(_FIELDS.get(s, {})) | _RULED.get(s, set()) for s in [*_FIELDS, *_RULED]}
+_REFERENCES = ("samples", "samples_file", "variable", "metadata_column")
+
+
+def _sections(raw: Any) -> dict[str, Mapping[str, Any]]:
+    """The sections of ``raw``, every section and key known (else the closest valid one)."""
+    if not isinstance(raw, Mapping):
+        raise ConfigError(f"the config must be a table of sections (got {type(raw).__name__})")
+    for section, body in raw.items():
+        if section not in _SECTIONS:
+            raise ConfigError(f"unknown section [{section}]{_suggest(section, _SECTIONS)}")
+        if not isinstance(body, Mapping):
+            raise ConfigError(f"[{section}] must be a table of keys (got {body!r})")
+        for key in body:
+            if key not in _SECTIONS[section]:
+                raise ConfigError(
+                    f"unknown key {key!r} in [{section}]{_suggest(key, _SECTIONS[section])}"
+                )
+    return {section: body or {} for section, body in raw.items()}
+
+
+def _store(inp: Mapping[str, Any], base: Path) -> str:
+    """``[input] store``: required; a URL as given, a local path resolved against ``base``."""
+    if "store" not in inp:
+        raise ConfigError("[input] store is required: the path or URL of a VCF Zarr store")
+    store = inp["store"]
+    if not isinstance(store, str) or not store:
+        raise ConfigError(f"[input] store must be a path or URL (got {store!r})")
+    return store if _is_url(store) else str(_path(store, "[input] store", base))
+
+
+def _output_dir(out: Mapping[str, Any], base: Path) -> Path:
+    """``[output] dir``: required, and local (the result is committed by a rename)."""
+    if "dir" not in out:
+        raise ConfigError("[output] dir is required: the directory the job writes")
+    value = out["dir"]
+    if isinstance(value, str) and _is_url(value):
+        raise ConfigError(
+            f"[output] dir must be a local directory (got {value!r}): the result is "
+            "committed by an atomic rename, which object stores lack; write locally and "
+            "copy the finished directory"
+        )
+    return _path(value, "[output] dir", base)
+
+
+def _reference_rules(ref: Mapping[str, Any], inp: Mapping[str, Any], scale: str | None) -> str:
+    """Check the ``[reference]`` keys against each other; returns the scale (default)."""
+    refs = [k for k in _REFERENCES if k in ref]
+    if len(refs) > 1:
+        raise ConfigError(
+            f"[reference] takes only one of {', '.join(_REFERENCES)} (got {', '.join(refs)})"
+        )
+    if "metadata_column" in ref:
+        if "metadata_values" not in ref:
+            raise ConfigError(
+                "[reference] metadata_column needs metadata_values, e.g. "
+                'metadata_column = "population" and metadata_values = ["CEU"]'
+            )
+        if "sample_metadata" not in inp:
+            raise ConfigError(
+                "[reference] metadata_column needs [input] sample_metadata (the file that "
+                "holds that column)"
+            )
+    elif "metadata_values" in ref:
+        raise ConfigError("[reference] metadata_values needs metadata_column")
+    if scale is None:
+        return "reference" if refs else "all"
+    if scale == "reference" and not refs:
+        raise ConfigError(
+            "[reference] scale = 'reference' needs a reference set (samples, samples_file, "
+            "variable or metadata_column); without one the scale comes from all samples"
+        )
+    return scale
+
+
+def _pca(section: Mapping[str, Any]) -> dict[str, Any]:
+    """``[pca]`` by the parameter registry: the four job fields, and ``fit_options``.
+
+    ``n_components``, ``n_knockoffs``, ``solver`` and ``seed`` are fields of their own (as
+    they always were: the job fingerprint holds them); any other tuning parameter given
+    (``knockoff_weight``, ``tol``, ...) goes to ``fit_options``, passed on to
+    :func:`mspca_dask.fit`.
+    """
+    try:
+        params = from_mapping(section, where="[pca]")
+    except ParameterError as exc:
+        raise ConfigError(str(exc)) from exc
+    if params.random_state is None:
+        raise ConfigError("[pca] seed must be a non-negative integer: a job is reproducible")
+    keys = config_keys()
+    options = {keys[k]: getattr(params, keys[k]) for k in section if k not in _PCA_FIELDS}
+    return {
+        "n_components": params.n_components,
+        "n_knockoffs": params.n_knockoffs,
+        "solver": params.solver,
+        "seed": params.random_state,
+        "fit_options": options,
+    }
+
+
+#: The ``[pca]`` keys that are JobConfig fields of their own.
+_PCA_FIELDS = ("n_components", "n_knockoffs", "solver", "seed")
 
 
 def _simulate_config(body: Mapping[str, Any]) -> SimulateConfig:
