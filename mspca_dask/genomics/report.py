@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import base64
+import functools
 import html
 import io as _stdio
 import json
 import logging
+import string
 from collections.abc import Mapping, Sequence
+from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -205,6 +208,9 @@ def write_report(ds: xr.Dataset, an: Analysis | None, directory: Path) -> list[P
     return written
 
 
+#: The HTML page of the report, package data of :mod:`mspca_dask.genomics`.
+TEMPLATE = "templates/report.html"
+
 _CAPTIONS = {
     "spectrum": "Eigenvalues (filled), where the knockoffs moved them (hollow), and the "
     "Marchenko-Pastur bulk edge (dashed). Mean-shift spikes move; covariance spikes stay.",
@@ -314,38 +320,31 @@ def _report_html(ds: xr.Dataset, pngs: Mapping[str, bytes]) -> str:
         ("timings (s)", a["timings"]),
         ("versions", a["versions"]),
     ]
-    style = (
-        "body{font-family:system-ui,sans-serif;max-width:1200px;margin:2em auto;padding:0 1em;"
-        "color:#222}table{border-collapse:collapse;margin:.5em 0 1.5em}td,th{border:1px solid "
-        "#ccc;padding:.25em .6em;text-align:left;font-size:.9em;vertical-align:top}"
-        "th{background:#f3f3f3}.note{background:#fff6d6;border-left:5px solid #e0a800;"
-        "padding:.8em 1em;margin:1em 0}img{max-width:100%}figure{margin:1em 0}"
-        "figcaption{font-size:.85em;color:#555}pre{white-space:pre-wrap;font-size:.8em}"
+    return _template().substitute(
+        job_name=esc(a["job_name"]),
+        n_stable=n_stable,
+        n_shift=n_shift,
+        n_components=ds.sizes["component"],
+        n_samples=a["n_samples_analysed"],
+        n_variants=a["n_variants_analysed"],
+        axes_note=esc(AXES_NOTE),
+        centring_note=esc(CENTRING_NOTE),
+        centring_this_run=esc(_centring_this_run(a)),
+        spectrum_figure=img("spectrum", _CAPTIONS["spectrum"]),
+        eigenpair_table=table(_EIG_HEADER, eig_rows),
+        comparison=comparison,
+        scores_stable_figure=img("scores_stable", _CAPTIONS["scores_stable"]),
+        scores_mean_shift_figure=img("scores_mean_shift", _CAPTIONS["scores_mean_shift"]),
+        groups=groups,
+        qc_table=table(("quantity", "count"), qc_rows),
+        qc_figure=img("qc", _CAPTIONS["qc"]),
+        provenance_table=table(("", ""), prov),
+        params=esc(json.dumps(json.loads(a["params"]), indent=2)),
     )
-    return f"""<!DOCTYPE html>
-<html lang="en"><head><meta charset="utf-8">
-<title>MS-PCA genomics report: {esc(a["job_name"])}</title>
-<style>{style}</style></head><body>
-<h1>MS-PCA genomics report: {esc(a["job_name"])}</h1>
-<p><strong>{n_stable}</strong> stable (covariance) PC(s) and <strong>{n_shift}</strong>
-mean-shift PC(s) among the top {ds.sizes["component"]} eigenpairs of
-n = {a["n_samples_analysed"]} samples &times; d = {a["n_variants_analysed"]} variants.
-{esc(AXES_NOTE)}</p>
-<div class="note"><strong>Centring.</strong> {esc(CENTRING_NOTE)}<br>
-{esc(_centring_this_run(a))}</div>
-<h2>Spectrum and knockoff movement</h2>
-{img("spectrum", _CAPTIONS["spectrum"])}
-{table(_EIG_HEADER, eig_rows)}
-{comparison}
-<h2>Sample scores</h2>
-{img("scores_stable", _CAPTIONS["scores_stable"])}
-{img("scores_mean_shift", _CAPTIONS["scores_mean_shift"])}
-{groups}
-<h2>QC</h2>
-{table(("quantity", "count"), qc_rows)}
-{img("qc", _CAPTIONS["qc"])}
-<h2>Provenance</h2>
-{table(("", ""), prov)}
-<h3>Parameters</h3><pre>{esc(json.dumps(json.loads(a["params"]), indent=2))}</pre>
-</body></html>
-"""
+
+
+@functools.cache
+def _template() -> string.Template:
+    """The page, ``templates/report.html`` of this package (``$name`` placeholders)."""
+    text = resources.files(__package__).joinpath(TEMPLATE).read_text(encoding="utf-8")
+    return string.Template(text)
