@@ -1,5 +1,7 @@
-"""Genotype files for the tests, written by real writers (bed-reader's ``to_bed``).
+"""Genotype files and genomics jobs for the tests, written by real writers.
 
+``simulate`` makes a stdpopsim cohort as VCF Zarr (bio2zarr's tskit2zarr) and ``write_job``
+the config file of a job on it; the genomics test modules share both.
 ``fileset_arrays`` reads the biallelic sites of a VCF Zarr store (as bio2zarr wrote it);
 ``write_bed`` writes them, or a subset of samples / variants, as a PLINK 1 fileset with the
 ALT allele as A1 (the counted allele), the orientation bio2zarr's ``plink2zarr`` reads back.
@@ -13,7 +15,48 @@ from typing import Any
 import numpy as np
 import zarr
 
+from mspca_dask import genomics as gx
 from mspca_dask.genomics.sources import _str_objects
+
+#: ``[reference]`` of most test jobs: the CEU samples of the sample metadata.
+CEU_REFERENCE = 'metadata_column = "population"\nmetadata_values = ["CEU"]'
+
+
+def simulate(
+    root: Path, name: str = "cohort", *, metadata: bool = True, **kw: Any
+) -> dict[str, Any]:
+    """Simulate ``root/NAME.vcz`` (and ``root/samples.tsv``) with ``SimulateConfig(**kw)``."""
+    return gx.simulate_cohort(
+        root / f"{name}.vcz",
+        metadata=root / "samples.tsv" if metadata else None,
+        config=gx.SimulateConfig(**kw),
+    )
+
+
+def write_job(
+    directory: Path,
+    name: str,
+    store: str | Path,
+    *,
+    metadata: str | Path | None = None,
+    reference: str = CEU_REFERENCE,
+    extra: str = "",
+) -> Path:
+    """Write ``directory/NAME.toml``: a job on ``store`` with ``K = 4``, no report, output
+    ``out/NAME``; ``extra`` is appended (more sections)."""
+    lines = [f'[job]\nname = "{name}"', f'[input]\nstore = "{store}"']
+    if metadata is not None:
+        lines.append(f'sample_metadata = "{metadata}"')
+    lines += [
+        f"[reference]\n{reference}",
+        "[pca]\nn_components = 4",
+        f'[output]\ndir = "out/{name}"',
+        "[report]\nenabled = false",
+        extra,
+    ]
+    path = directory / f"{name}.toml"
+    path.write_text("\n".join(lines) + "\n")
+    return path
 
 
 def fileset_arrays(store: str) -> dict[str, Any]:

@@ -26,6 +26,8 @@ pytest.importorskip("stdpopsim", reason="needs the genomics extra")
 pytest.importorskip("bio2zarr", reason="needs the genomics extra")
 pytest.importorskip("cyvcf2", reason="needs the genomics extra")
 
+from genotype_files import simulate  # noqa: E402
+
 from mspca_dask import genomics as gx  # noqa: E402
 from mspca_dask.errors import (  # noqa: E402
     ChunkReadError,
@@ -46,15 +48,10 @@ REPO = Path(__file__).resolve().parents[1]
 # ------------------------------------------------------------------------------ fixtures
 
 
-def _simulate(root: Path, **kw: Any) -> dict[str, Any]:
-    cfg = gx.SimulateConfig(**kw)
-    return gx.simulate_cohort(root / "cohort.vcz", metadata=root / "samples.tsv", config=cfg)
-
-
 @pytest.fixture(scope="session")
 def tskit_cohort(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     root = tmp_path_factory.mktemp("tskit-cohort")
-    return _simulate(
+    return simulate(
         root,
         populations={"CEU": 180, "YRI": 20},
         length=3_000_000,
@@ -67,7 +64,7 @@ def tskit_cohort(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
 @pytest.fixture(scope="session")
 def vcf_cohort(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     root = tmp_path_factory.mktemp("vcf-cohort")
-    return _simulate(
+    return simulate(
         root,
         populations={"CEU": 120, "YRI": 15},
         length=2_500_000,

@@ -19,7 +19,14 @@ pytest.importorskip("stdpopsim", reason="needs the genomics extra")
 pytest.importorskip("bio2zarr", reason="needs the genomics extra")
 pytest.importorskip("bed_reader", reason="needs the genomics extra")
 
-from genotype_files import add_qc_cases, fileset_arrays, write_bed, write_pgen  # noqa: E402
+from genotype_files import (
+    add_qc_cases,
+    fileset_arrays,
+    simulate,
+    write_bed,
+    write_job,
+    write_pgen,
+)  # noqa: E402
 
 import mspca_dask  # noqa: E402
 from mspca_dask import genomics as gx  # noqa: E402
@@ -31,12 +38,13 @@ from mspca_dask.genomics.qc import site_filters  # noqa: E402
 @pytest.fixture(scope="module")
 def cohort(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     root = tmp_path_factory.mktemp("plink-cohort")
-    sim = gx.simulate_cohort(
-        root / "sim.vcz",
-        metadata=root / "samples.tsv",
-        config=gx.SimulateConfig(
-            populations={"CEU": 100, "YRI": 12}, length=1_500_000, seed=7, variants_chunk_size=700
-        ),
+    sim = simulate(
+        root,
+        "sim",
+        populations={"CEU": 100, "YRI": 12},
+        length=1_500_000,
+        seed=7,
+        variants_chunk_size=700,
     )
     prefix = root / "cohort"
     truth = add_qc_cases(fileset_arrays(sim["store"]))
@@ -56,27 +64,7 @@ def cohort(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
 
 
 def _job(tmp: Path, cohort: dict[str, Any], store: str, name: str) -> gx.JobOutcome:
-    text = textwrap.dedent(
-        f"""
-        [job]
-        name = "{name}"
-        [input]
-        store = "{store}"
-        sample_metadata = "{cohort["metadata"]}"
-        [reference]
-        metadata_column = "population"
-        metadata_values = ["CEU"]
-        [pca]
-        n_components = 4
-        [output]
-        dir = "out/{name}"
-        [report]
-        enabled = false
-        """
-    )
-    path = tmp / f"{name}.toml"
-    path.write_text(text)
-    return gx.run_job(gx.load_config(path))
+    return gx.run_job(gx.load_config(write_job(tmp, name, store, metadata=cohort["metadata"])))
 
 
 def test_open_plink__reads_the_a1_count_with_missing_as_nan_like_plink2zarr(

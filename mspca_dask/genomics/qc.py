@@ -68,12 +68,11 @@ def run_qc(
     """
     N, V = vz.n_samples, vz.n_variants
     filt = None
+    spill: tuple[_compact.CandidateFilter, Path] | None = None
     if workspace is not None and vz.calls is not None:
         filt = _compact.CandidateFilter(cfg.min_maf, cfg.max_variant_missing, vz.ploidy, N)
-    out = executor.run(
-        "genomics-statistics",
-        _statistics(vz, None, reference, None if filt is None else (filt, workspace)),
-    )
+        spill = (filt, workspace)
+    out = executor.run("genomics-statistics", _statistics(vz, None, reference, spill))
     candidates = None
     if filt is not None and workspace is not None:
         chunks = tuple(int(c) for c in vz.calls.chunks[0])  # type: ignore[union-attr]

@@ -6,7 +6,7 @@ import hashlib
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypedDict, Unpack
 
 import dask.array as da
 import numpy as np
@@ -274,31 +274,27 @@ def open_vcf_zarr(
     )
 
 
-def open_genotypes(
-    store: str,
-    *,
-    genotype_variable: str = "auto",
-    ploidy: int | None = None,
-    storage_options: Mapping[str, Any] | None = None,
-    allow_missing_chunks: bool = False,
-) -> VcfZarr:
+class OpenOptions(TypedDict, total=False):
+    """The keywords of :func:`open_vcf_zarr` that :func:`open_genotypes` passes on."""
+
+    genotype_variable: str
+    ploidy: int | None
+    storage_options: Mapping[str, Any] | None
+    allow_missing_chunks: bool
+
+
+def open_genotypes(store: str, **options: Unpack[OpenOptions]) -> VcfZarr:
     """Open a VCF Zarr store or a PLINK 1 fileset (``x.bed`` or the prefix ``x``) lazily.
 
     Both give the same :class:`VcfZarr` (see :mod:`mspca_dask.genomics.plink` for the fileset).
-    ``allow_missing_chunks`` applies to VCF Zarr (a PLINK fileset has no chunks: a short
-    ``.bed`` is an error when it is opened).
+    ``options`` are those of :func:`open_vcf_zarr` and apply to VCF Zarr only (a PLINK
+    fileset has no chunks: a short ``.bed`` is an error when it is opened).
     """
     from . import plink
 
     if plink.is_plink_source(store):
         return plink.open_plink(store)
-    return open_vcf_zarr(
-        store,
-        genotype_variable=genotype_variable,
-        ploidy=ploidy,
-        storage_options=storage_options,
-        allow_missing_chunks=allow_missing_chunks,
-    )
+    return open_vcf_zarr(store, **options)
 
 
 def _str_objects(values: Any) -> np.ndarray:
