@@ -245,7 +245,3 @@ def main(argv: Sequence[str] | None = None, prog: str = "mspca-genomics") -> int
         code = exc.code
         return code if isinstance(code, int) else (EXIT_OK if code is None else EXIT_USAGE)
     return int(args.genomics_handler(args))
-
-
-if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())
