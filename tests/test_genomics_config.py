@@ -5,17 +5,21 @@ No genomics extra needed: nothing here opens a store.
 
 from __future__ import annotations
 
+import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from mspca_dask._params import PARAMETERS, from_mapping
-from mspca_dask.errors import ConfigError, ParameterError
+from mspca_dask.errors import EXIT_USAGE, ConfigError, ParameterError
 from mspca_dask.genomics import JobConfig
 
 BASE = Path("/base")
+REPO = Path(__file__).resolve().parents[1]
 MINIMAL: dict[str, Any] = {"input": {"store": "s3://bucket/c.vcz"}, "output": {"dir": "o"}}
 
 #: ``fingerprint_params()`` of this config as the single-module genomics wrote it: a result
@@ -117,3 +121,15 @@ def test_job_config__report_color_by_wins_over_input_color_by() -> None:
         "output": {"dir": "o"},
     }
     assert JobConfig.from_mapping(raw, base=BASE).color_by == "b"
+
+
+def test_python_m_genomics__runs_the_command_with_the_shared_exit_codes(tmp_path: Path) -> None:
+    missing = tmp_path / "missing.toml"
+    proc = subprocess.run(
+        [sys.executable, "-m", "mspca_dask.genomics", "check", str(missing), "--quiet"],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
+    assert proc.returncode == EXIT_USAGE == ConfigError.exit_code
+    assert f"no config file at {missing}" in proc.stderr
