@@ -5,6 +5,7 @@ No genomics extra needed: nothing here opens a store.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 import subprocess
@@ -16,7 +17,7 @@ import pytest
 
 from mspca_dask._params import PARAMETERS, from_mapping
 from mspca_dask.errors import EXIT_USAGE, ConfigError, ParameterError
-from mspca_dask.genomics import JobConfig
+from mspca_dask.genomics import JobConfig, SimulateConfig
 
 BASE = Path("/base")
 REPO = Path(__file__).resolve().parents[1]
@@ -133,3 +134,15 @@ def test_python_m_genomics__runs_the_command_with_the_shared_exit_codes(tmp_path
     )
     assert proc.returncode == EXIT_USAGE == ConfigError.exit_code
     assert f"no config file at {missing}" in proc.stderr
+
+
+def test_job_config__simulate_section_reads_every_field_and_checks_the_writer() -> None:
+    body = {f.name: getattr(SimulateConfig(), f.name) for f in dataclasses.fields(SimulateConfig)}
+    raw = {"input": {"store": "c.vcz"}, "output": {"dir": "o"}}
+    cfg = JobConfig.from_mapping({**raw, "simulate": body}, base=BASE)
+    assert cfg.simulate == SimulateConfig()
+    bad = {**body, "missing_rate": 0.1}
+    with pytest.raises(ConfigError, match="missing_rate > 0 needs writer = 'vcf2zarr'"):
+        JobConfig.from_mapping({**raw, "simulate": bad}, base=BASE)
+    with pytest.raises(ConfigError, match=r"\[simulate\] length must be a number >= 1000"):
+        JobConfig.from_mapping({**raw, "simulate": {"length": 10}}, base=BASE)

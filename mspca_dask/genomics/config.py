@@ -421,51 +421,56 @@ def _pca(section: Mapping[str, Any]) -> dict[str, Any]:
 _PCA_FIELDS = ("n_components", "n_knockoffs", "solver", "seed")
 
 
-def _simulate_config(body: Mapping[str, Any]) -> SimulateConfig:
-    d = SimulateConfig()
-    pops = body.get("populations", d.populations)
+def _number_from(lo: int) -> Callable[[Any, str], float]:
+    """A parser of a number ``>= lo``."""
+
+    def parse(v: Any, where: str) -> float:
+        if isinstance(v, bool) or not isinstance(v, int | float) or v < lo:
+            raise ConfigError(f"{where} must be a number >= {lo} (got {v!r})")
+        return float(v)
+
+    return parse
+
+
+def _populations(v: Any, where: str) -> dict[str, int]:
     if (
-        not isinstance(pops, Mapping)
-        or not pops
+        not isinstance(v, Mapping)
+        or not v
         or not all(
             isinstance(k, str) and isinstance(n, int) and not isinstance(n, bool) and n >= 1
-            for k, n in pops.items()
+            for k, n in v.items()
         )
     ):
         raise ConfigError(
-            f"[simulate] populations must map population names to sample counts >= 1, e.g. "
-            f"{{CEU = 200, YRI = 20}} (got {pops!r})"
+            f"{where} must map population names to sample counts >= 1, e.g. "
+            f"{{CEU = 200, YRI = 20}} (got {v!r})"
         )
-    writer = _choice(body.get("writer", d.writer), "[simulate] writer", ("tskit2zarr", "vcf2zarr"))
-    missing = _fraction(body.get("missing_rate", d.missing_rate), "[simulate] missing_rate", 0.5)
-    if missing > 0 and writer != "vcf2zarr":
+    return dict(v)
+
+
+#: Every key of ``[simulate]``: ``key → parser`` (the key is the SimulateConfig field).
+_SIMULATE: dict[str, Callable[[Any, str], Any]] = {
+    "species": _string,
+    "model": _string,
+    "populations": _populations,
+    "chromosome": _string,
+    "left": _number_from(0),
+    "length": _number_from(1000),
+    "seed": _at_least(1),
+    "missing_rate": _up_to(0.5),
+    "writer": _one_of("tskit2zarr", "vcf2zarr"),
+    "variants_chunk_size": _at_least(1),
+}
+
+
+def _simulate_config(body: Mapping[str, Any]) -> SimulateConfig:
+    cfg = SimulateConfig(**{k: _SIMULATE[k](v, f"[simulate] {k}") for k, v in body.items()})
+    if cfg.missing_rate > 0 and cfg.writer != "vcf2zarr":
         raise ConfigError(
             "[simulate] missing_rate > 0 needs writer = 'vcf2zarr' (missing calls are written "
             "into a VCF, which vcf2zarr converts)"
         )
-
-    def num(key: str, lo: float) -> float:
-        v = body.get(key, getattr(d, key))
-        if isinstance(v, bool) or not isinstance(v, int | float) or v < lo:
-            raise ConfigError(f"[simulate] {key} must be a number >= {lo} (got {v!r})")
-        return float(v)
-
-    return SimulateConfig(
-        species=_string(body.get("species", d.species), "[simulate] species"),
-        model=_string(body.get("model", d.model), "[simulate] model"),
-        populations=dict(pops),
-        chromosome=_string(body.get("chromosome", d.chromosome), "[simulate] chromosome"),
-        left=num("left", 0),
-        length=num("length", 1000),
-        seed=_int(body.get("seed", d.seed), "[simulate] seed", 1),
-        missing_rate=missing,
-        writer=writer,
-        variants_chunk_size=_int(
-            body.get("variants_chunk_size", d.variants_chunk_size),
-            "[simulate] variants_chunk_size",
-            1,
-        ),
-    )
+    return cfg
 
 
 def load_config(path: str | os.PathLike[str]) -> JobConfig:
