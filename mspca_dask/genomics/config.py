@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import logging
 import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -15,9 +14,6 @@ from .._params import _suggest, config_keys, from_mapping
 from ..errors import ConfigError, ParameterError
 from . import compact as _compact
 from .sources import _is_url
-
-logger = logging.getLogger("mspca.genomics")
-
 
 _SCHEDULERS = ("threads", "sync", "processes", "local-cluster")
 

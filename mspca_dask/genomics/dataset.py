@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import logging
 import os
 import platform
 from collections.abc import Mapping
@@ -24,9 +23,6 @@ from .sources import VcfZarr
 
 if TYPE_CHECKING:
     import xarray as xr
-
-
-logger = logging.getLogger("mspca.genomics")
 
 
 RESULT_NAME = "result.zarr"

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -16,8 +15,6 @@ from ..errors import (
 )
 from .config import JobConfig
 from .sources import VcfZarr
-
-logger = logging.getLogger("mspca.genomics")
 
 
 def read_sample_metadata(path: Path, id_column: str) -> Any:

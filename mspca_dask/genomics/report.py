@@ -7,7 +7,6 @@ import functools
 import html
 import io as _stdio
 import json
-import logging
 import string
 from collections.abc import Mapping, Sequence
 from importlib import resources
@@ -23,9 +22,6 @@ if TYPE_CHECKING:
     import xarray as xr
     from matplotlib.axes import Axes
     from matplotlib.figure import Figure
-
-
-logger = logging.getLogger("mspca.genomics")
 
 
 _PALETTE = (
