@@ -91,7 +91,7 @@ def _bed(sim: dict[str, Any]) -> Path:
     bed = prefix.with_suffix(".bed")
     if bed.exists() and prefix.with_suffix(".bim").exists() and prefix.with_suffix(".fam").exists():
         return prefix
-    from mspca_dask import _compact
+    from mspca_dask.genomics import compact as _compact
 
     g = zarr.open_group(sim["store"], mode="r")
     gt = g["call_genotype"]
@@ -212,9 +212,10 @@ def _ours(cfg: Path, out: Path) -> dict[str, Any]:
 def _plain_pca_scores(sim: dict[str, Any]) -> tuple[np.ndarray, dict[str, Any]]:
     """Our plain PCA: QC as the job, all-sample Patterson scaling, ``location=None``."""
     import mspca_dask
-    from mspca_dask import _compact, preprocess
     from mspca_dask import genomics as gx
     from mspca_dask._execution import Executor
+    from mspca_dask.genomics import compact as _compact
+    from mspca_dask.genomics import preprocess
 
     vz = gx.open_vcf_zarr(sim["store"])
     ex = Executor("threads")
@@ -245,24 +246,25 @@ def _profile(cfg: Path, out: Path) -> dict[str, Any]:
     from _bench import passes_of, record_passes
 
     import mspca_dask.genomics as gx
+    from mspca_dask.genomics import analysis, job
 
     fit_executors = record_passes()
     job_executors: list[Any] = []
-    base = gx.Executor
+    base = job.Executor
 
     class _Recording(base):  # type: ignore[misc, valid-type]
         def __post_init__(self) -> None:
             super().__post_init__()
             job_executors.append(self)
 
-    gx.Executor = _Recording
+    job.Executor = analysis.Executor = _Recording  # the job's passes: statistics, compaction
     try:
         shutil.rmtree(out, ignore_errors=True)
         t0 = time.perf_counter()
         gx.run_job(gx.load_config(cfg))
         seconds = time.perf_counter() - t0
     finally:
-        gx.Executor = base
+        job.Executor = analysis.Executor = base
     passes = [p for e in job_executors + fit_executors for p in passes_of(e)]
     return {"seconds_in_process": seconds, "passes": passes}
 

@@ -52,7 +52,6 @@ from .errors import (
     NoSpikeWarning,
     ParameterError,
 )
-from .genotypes import genotype_input
 from .io import open_source
 from .location import candidate_location
 from .matching import (
@@ -217,6 +216,8 @@ def fit(
     ).as_dict()
     if out is not None:
         check_output_path(out, overwrite=overwrite, inputs=[source], what="out")
+    from .genomics.genotypes import genotype_input  # lazy: the core never imports genomics
+
     gin = genotype_input(
         source,
         reference_samples=reference_samples,

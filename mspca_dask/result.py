@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import html
 import json
-import numbers
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -26,6 +25,16 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .errors import DTypeError, InputError, ShapeError
+from .schema import (
+    COMPONENT_DIM,
+    KNOCKOFF_DIM,
+    RESULT_ATTRS,
+    RESULT_VARIABLES,
+    SCHEMA_VERSION,
+    STRING_KINDS,
+    resolve_dims,
+    validate_result_dataset,
+)
 
 if TYPE_CHECKING:
     import dask.array as da
@@ -43,200 +52,9 @@ __all__ = [
     "validate_result_dataset",
 ]
 
-# --------------------------------------------------------------------------------------
-# Schema of the result Dataset (declared once; validated on the way out and in)
-# --------------------------------------------------------------------------------------
-
-#: Version of the Dataset layout below.  Bump it when a variable or attribute changes
-#: meaning; :meth:`MSPCAResult.from_dataset` refuses stores written by a newer layout.
-SCHEMA_VERSION = 1
-
-#: Placeholders in :data:`RESULT_VARIABLES` for the sample and feature dimension names,
-#: which the user chooses (``sample_dim`` / ``feature_dim`` of the source).
-SAMPLE_DIM = "{sample_dim}"
-FEATURE_DIM = "{feature_dim}"
-#: Fixed dimension names of the result.
-COMPONENT_DIM = "component"
-KNOCKOFF_DIM = "knockoff"
-#: Eigenpairs of each knockoff spectrum: K' >= K of them (a knockoff's own spike can push an
-#: invariant pair below the K-th place, so ``fit`` computes K + 2).
-KNOCKOFF_COMPONENT_DIM = "knockoff_component"
 
 #: The three verdicts of an eigenpair, in the order used for colours and legends.
 VERDICTS = ("stable", "mean shift", "bulk")
-
-_STRING_KINDS = "OUST"  # object (of str), fixed unicode/bytes, NumPy 2 StringDType
-
-
-@dataclass(frozen=True)
-class VariableSpec:
-    """Declaration of one variable of the result Dataset.
-
-    Attributes
-    ----------
-    dims : tuple of str
-        Dimension names, in order; :data:`SAMPLE_DIM` and :data:`FEATURE_DIM` stand for the
-        result's ``sample_dim`` and ``feature_dim``.
-    kind : str
-        Accepted NumPy dtype kinds (``"f"`` float, ``"b"`` bool, ``"OUST"`` strings).
-    required : bool
-        Whether every result has it (``location`` is absent when no location was
-        subtracted).
-    field : str
-        Name of the :class:`MSPCAResult` field it stores.
-    doc : str
-        What it holds.
-    """
-
-    dims: tuple[str, ...]
-    kind: str
-    required: bool
-    field: str
-    doc: str
-
-
-#: Every data variable of the result Dataset: name → dims, dtype kind, field, meaning.
-RESULT_VARIABLES: dict[str, VariableSpec] = {
-    "eigenvalue": VariableSpec(
-        (COMPONENT_DIM,),
-        "f",
-        True,
-        "eigenvalues",
-        "Top-K eigenvalues of (X - location)ᵀ(X - location)/n, descending.",
-    ),
-    "knockoff_eigenvalue": VariableSpec(
-        (KNOCKOFF_DIM, KNOCKOFF_COMPONENT_DIM),
-        "f",
-        True,
-        "knockoff_eigenvalues_all",
-        "Top-K' eigenvalues of each knockoff spectrum (K' >= K), descending.",
-    ),
-    "stable": VariableSpec(
-        (COMPONENT_DIM,),
-        "b",
-        True,
-        "stable",
-        "True for covariance (knockoff-invariant) eigenpairs.",
-    ),
-    "candidate": VariableSpec(
-        (COMPONENT_DIM,),
-        "b",
-        True,
-        "candidate",
-        "True for eigenvalues clearly above the Marchenko-Pastur edge.",
-    ),
-    "reason": VariableSpec(
-        (COMPONENT_DIM,),
-        _STRING_KINDS,
-        True,
-        "reasons",
-        "Why each eigenpair got its verdict, in words.",
-    ),
-    "displacement": VariableSpec(
-        (COMPONENT_DIM,),
-        "f",
-        True,
-        "displacement",
-        "Median over knockoffs of |eigenvalue - matched knockoff eigenvalue|.",
-    ),
-    "eigenvector_overlap": VariableSpec(
-        (COMPONENT_DIM,),
-        "f",
-        True,
-        "eigenvector_overlap",
-        "Median over knockoffs of |<eigenvector, matched knockoff eigenvector>|.",
-    ),
-    "eigenvalue_bound": VariableSpec(
-        (COMPONENT_DIM,),
-        "f",
-        True,
-        "eigenvalue_bounds",
-        "Bound on the error of each eigenvalue: the Ritz residual bound plus the estimated "
-        "rounding of float32 products (0 for the exact solver).",
-    ),
-    "eigenvector": VariableSpec(
-        (COMPONENT_DIM, FEATURE_DIM),
-        "f",
-        True,
-        "eigenvectors",
-        "Unit eigenvectors (rows) of all top-K eigenpairs, deterministic signs.",
-    ),
-    "score": VariableSpec(
-        (SAMPLE_DIM, COMPONENT_DIM),
-        "f",
-        True,
-        "scores",
-        "Sample scores (X - location) @ eigenvector.T on all top-K eigenpairs.",
-    ),
-    "location": VariableSpec(
-        (FEATURE_DIM,),
-        "f",
-        False,
-        "location",
-        "Location subtracted from every sample before the analysis (absent: none).",
-    ),
-    "shift_z": VariableSpec(
-        (COMPONENT_DIM,),
-        "f",
-        False,
-        "shift_z",
-        "Evidence of a mean shift along each eigenvector, a z-score: median over knockoffs of "
-        "the membership-weighted mean score over its standard error under a covariance spike "
-        "(about |N(0, 1)| for a covariance PC; a mean-shift verdict needs it above the "
-        "Bonferroni critical value at level 0.01 over the K pairs).",
-    ),
-    "knockoff_match": VariableSpec(
-        (KNOCKOFF_DIM, COMPONENT_DIM),
-        "i",
-        False,
-        "knockoff_match",
-        "Index (along knockoff_component) of the knockoff eigenpair matched, by eigenvector, "
-        "to each eigenpair.",
-    ),
-}
-
-
-@dataclass(frozen=True)
-class AttrSpec:
-    """Declaration of one attribute of the result Dataset.
-
-    Attributes
-    ----------
-    kind : {"float", "int", "str"}
-        Accepted Python kind (integers are accepted for ``"float"``; booleans never).
-    required : bool
-        Whether every result has it (``random_state`` is omitted when it is None).
-    doc : str
-        What it holds.
-    """
-
-    kind: str
-    required: bool
-    doc: str
-
-
-#: Every attribute of the result Dataset: name → kind, whether required, meaning.
-RESULT_ATTRS: dict[str, AttrSpec] = {
-    "noise_variance": AttrSpec("float", True, "Estimated noise variance σ² of the bulk."),
-    "threshold": AttrSpec("float", True, "Invariance radius ε on the eigenvalue scale."),
-    "knockoff_strength": AttrSpec("float", True, "Knockoff strength θ'²."),
-    "mp_edge": AttrSpec("float", True, "Marchenko-Pastur upper edge σ²(1 + √(d/n))²."),
-    "n_samples": AttrSpec("int", True, "Number of samples n."),
-    "n_features": AttrSpec("int", True, "Number of features d."),
-    "solver": AttrSpec("str", True, "Eigensolver used ('exact' or 'randomized')."),
-    "n_passes": AttrSpec("int", True, "Number of passes over the data."),
-    "random_state": AttrSpec("int", False, "Seed of the fit (omitted when None)."),
-    "diagnostics": AttrSpec(
-        "str",
-        False,
-        "Ways the data do not fit the spiked model, one per line (omitted when none).",
-    ),
-    "params": AttrSpec("str", True, "All fit parameters, as a JSON object."),
-    "sample_dim": AttrSpec("str", True, "Name of the sample dimension."),
-    "feature_dim": AttrSpec("str", True, "Name of the feature dimension."),
-    "mspca_dask_version": AttrSpec("str", True, "Version of mspca_dask that wrote it."),
-    "mspca_schema_version": AttrSpec("int", True, "Version of this Dataset layout."),
-}
 
 #: Footnote of :meth:`MSPCAResult.summary`: the matched knockoff eigenvalue is not stored.
 _KNOCKOFF_NOTE = (
@@ -245,91 +63,6 @@ _KNOCKOFF_NOTE = (
 )
 
 _FLOAT_ATTRS = tuple(k for k, v in RESULT_ATTRS.items() if v.kind == "float")
-
-
-def _resolve_dims(dims: tuple[str, ...], sample_dim: str, feature_dim: str) -> tuple[str, ...]:
-    return tuple(
-        sample_dim if d == SAMPLE_DIM else feature_dim if d == FEATURE_DIM else d for d in dims
-    )
-
-
-def attr_kind_ok(value: Any, kind: str) -> bool:
-    """Whether an attribute value is of ``kind`` ("int", "float" or "str"; never a bool)."""
-    if kind == "str":
-        return isinstance(value, str)
-    number = numbers.Integral if kind == "int" else numbers.Real
-    return isinstance(value, number) and not isinstance(value, bool)
-
-
-def variable_problem(var: Any, dims: tuple[str, ...], kinds: str) -> str | None:
-    """What is wrong with a Dataset variable's dims or dtype kind (None: nothing).
-
-    The text continues a sentence that names the variable, e.g. ``"must have dims ..."``.
-    """
-    if tuple(var.dims) != dims:
-        return f"must have dims {dims} (got {tuple(var.dims)})"
-    if var.dtype.kind not in kinds:
-        return f"must have a dtype of kind {kinds!r} (got {var.dtype})"
-    return None
-
-
-def validate_result_dataset(ds: xr.Dataset) -> None:
-    """Check that ``ds`` follows the result layout of :data:`RESULT_VARIABLES`.
-
-    Parameters
-    ----------
-    ds : xarray.Dataset
-        A Dataset made by :meth:`MSPCAResult.to_dataset` or read from a result store.
-
-    Raises
-    ------
-    InputError
-        A variable or attribute is missing, has the wrong dimensions or dtype, or the
-        layout was written by a newer version of mspca_dask.  The message names it.
-    DTypeError
-        ``ds`` is not an ``xarray.Dataset``.
-    """
-    import xarray as xr
-
-    if not isinstance(ds, xr.Dataset):
-        raise DTypeError(f"expected an xarray.Dataset (got {type(ds).__name__})")
-    attrs = ds.attrs
-    for name, aspec in RESULT_ATTRS.items():
-        if name not in attrs:
-            if aspec.required:
-                raise InputError(
-                    f"the result Dataset lacks the attribute {name!r} ({aspec.doc}); "
-                    "it was not written by MSPCAResult.to_dataset"
-                )
-            continue
-        value = attrs[name]
-        if not attr_kind_ok(value, aspec.kind):
-            raise InputError(
-                f"the result Dataset attribute {name!r} must be a {aspec.kind} "
-                f"(got {value!r} of type {type(value).__name__})"
-            )
-    version = int(attrs["mspca_schema_version"])
-    if version > SCHEMA_VERSION:
-        raise InputError(
-            f"the result Dataset has layout version {version}, newer than this mspca_dask "
-            f"understands ({SCHEMA_VERSION}); upgrade mspca_dask to read it"
-        )
-    sample_dim, feature_dim = attrs["sample_dim"], attrs["feature_dim"]
-    for name, spec in RESULT_VARIABLES.items():
-        if name not in ds.data_vars:
-            if spec.required:
-                raise InputError(f"the result Dataset lacks the variable {name!r} ({spec.doc})")
-            continue
-        dims = _resolve_dims(spec.dims, sample_dim, feature_dim)
-        problem = variable_problem(ds[name], dims, spec.kind)
-        if problem:
-            raise InputError(f"the result variable {name!r} {problem}")
-    for dim, size in (("n_samples", sample_dim), ("n_features", feature_dim)):
-        if ds.sizes.get(size) != attrs[dim]:
-            raise InputError(
-                f"the result Dataset attribute {dim!r} = {attrs[dim]} does not match the "
-                f"size of its dimension {size!r} ({ds.sizes.get(size)})"
-            )
 
 
 # --------------------------------------------------------------------------------------
@@ -723,7 +456,7 @@ class MSPCAResult:
             value = getattr(self, spec.field)
             if value is None:
                 continue
-            dims = _resolve_dims(spec.dims, self.sample_dim, self.feature_dim)
+            dims = resolve_dims(spec.dims, self.sample_dim, self.feature_dim)
             data_vars[name] = (dims, np.asarray(value), {"description": spec.doc})
         coords: dict[str, Any] = {COMPONENT_DIM: np.arange(self.n_components)}
         if self.sample_coords is not None:
@@ -784,7 +517,7 @@ class MSPCAResult:
                 fields[spec.field] = None
                 continue
             value = np.asarray(ds[name].values)
-            if spec.kind == _STRING_KINDS:
+            if spec.kind == STRING_KINDS:
                 value = _as_str_objects(value)
             fields[spec.field] = value
         sample_dim, feature_dim = attrs["sample_dim"], attrs["feature_dim"]

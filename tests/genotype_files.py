@@ -1,5 +1,7 @@
-"""Genotype files for the tests, written by real writers (bed-reader's ``to_bed``).
+"""Genotype files and genomics jobs for the tests, written by real writers.
 
+``simulate`` makes a stdpopsim cohort as VCF Zarr (bio2zarr's tskit2zarr) and ``write_job``
+the config file of a job on it; the genomics test modules share both.
 ``fileset_arrays`` reads the biallelic sites of a VCF Zarr store (as bio2zarr wrote it);
 ``write_bed`` writes them, or a subset of samples / variants, as a PLINK 1 fileset with the
 ALT allele as A1 (the counted allele), the orientation bio2zarr's ``plink2zarr`` reads back.
@@ -14,13 +16,54 @@ import numpy as np
 import zarr
 
 from mspca_dask import genomics as gx
+from mspca_dask.genomics.sources import _str_objects
+
+#: ``[reference]`` of most test jobs: the CEU samples of the sample metadata.
+CEU_REFERENCE = 'metadata_column = "population"\nmetadata_values = ["CEU"]'
+
+
+def simulate(
+    root: Path, name: str = "cohort", *, metadata: bool = True, **kw: Any
+) -> dict[str, Any]:
+    """Simulate ``root/NAME.vcz`` (and ``root/samples.tsv``) with ``SimulateConfig(**kw)``."""
+    return gx.simulate_cohort(
+        root / f"{name}.vcz",
+        metadata=root / "samples.tsv" if metadata else None,
+        config=gx.SimulateConfig(**kw),
+    )
+
+
+def write_job(
+    directory: Path,
+    name: str,
+    store: str | Path,
+    *,
+    metadata: str | Path | None = None,
+    reference: str = CEU_REFERENCE,
+    extra: str = "",
+) -> Path:
+    """Write ``directory/NAME.toml``: a job on ``store`` with ``K = 4``, no report, output
+    ``out/NAME``; ``extra`` is appended (more sections)."""
+    lines = [f'[job]\nname = "{name}"', f'[input]\nstore = "{store}"']
+    if metadata is not None:
+        lines.append(f'sample_metadata = "{metadata}"')
+    lines += [
+        f"[reference]\n{reference}",
+        "[pca]\nn_components = 4",
+        f'[output]\ndir = "out/{name}"',
+        "[report]\nenabled = false",
+        extra,
+    ]
+    path = directory / f"{name}.toml"
+    path.write_text("\n".join(lines) + "\n")
+    return path
 
 
 def fileset_arrays(store: str) -> dict[str, Any]:
     """Dosage (variants, samples) with NaN missing, positions, REF, ALT, sample ids."""
     g = zarr.open_group(store, mode="r")
     gt = g["call_genotype"][:]
-    alleles = gx._str_objects(g["variant_allele"][:])
+    alleles = _str_objects(g["variant_allele"][:])
     biallelic = (alleles[:, 2:] == "").all(axis=1)
     gt, alleles = gt[biallelic], alleles[biallelic]
     dosage = (gt > 0).sum(axis=2).astype(np.float32)
@@ -30,7 +73,7 @@ def fileset_arrays(store: str) -> dict[str, Any]:
         "position": g["variant_position"][:][biallelic].astype(np.int64),
         "ref": alleles[:, 0].astype(str),
         "alt": alleles[:, 1].astype(str),
-        "sample_id": gx._str_objects(g["sample_id"][:]).astype(str),
+        "sample_id": _str_objects(g["sample_id"][:]).astype(str),
     }
 
 

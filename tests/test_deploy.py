@@ -32,6 +32,7 @@ import mspca_dask.genomics as genomics
 from mspca_dask import cli
 from mspca_dask._execution import connect_timeout, worker_timeout
 from mspca_dask.cli import fit as cli_fit
+from mspca_dask.genomics.cli import _cmd_run
 
 ROOT = Path(__file__).resolve().parents[1]
 DEPLOY = ROOT / "deploy"
@@ -477,7 +478,7 @@ def test_genomics_cronjob__command_is_the_pipelines_module(tmp_path: Path) -> No
     assert pipelines_module.main is genomics.main  # the module only forwards to the package
     args = genomics.build_parser(prog="python -m pipelines.genomics").parse_args(command[3:])
     assert args.genomics_command == "run"
-    assert args.genomics_handler is genomics._cmd_run
+    assert args.genomics_handler is _cmd_run
     assert args.config == "/config/job.toml"
 
 

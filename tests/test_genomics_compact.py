@@ -8,7 +8,6 @@ the same result as the old path that standardised the raw store in every pass.
 
 from __future__ import annotations
 
-import textwrap
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -17,9 +16,10 @@ import dask.array as da
 import numpy as np
 import pytest
 
-from mspca_dask import _compact, preprocess
 from mspca_dask._execution import Executor
 from mspca_dask.errors import ParameterError
+from mspca_dask.genomics import compact as _compact
+from mspca_dask.genomics import preprocess
 
 # ------------------------------------------------------------------------------ unit level
 
@@ -182,6 +182,8 @@ def test_top_eigh__small_dense_eigensolves_run_on_one_blas_thread(
 pytest.importorskip("stdpopsim", reason="needs the genomics extra")
 pytest.importorskip("bio2zarr", reason="needs the genomics extra")
 
+from genotype_files import simulate, write_job  # noqa: E402
+
 from mspca_dask import genomics as gx  # noqa: E402
 from mspca_dask import io as io_mod  # noqa: E402
 
@@ -189,34 +191,16 @@ from mspca_dask import io as io_mod  # noqa: E402
 @pytest.fixture(scope="module")
 def cohort(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     root = tmp_path_factory.mktemp("compact-cohort")
-    cfg = gx.SimulateConfig(
-        populations={"CEU": 90, "YRI": 12}, length=1_500_000, seed=3, variants_chunk_size=700
+    return simulate(
+        root, populations={"CEU": 90, "YRI": 12}, length=1_500_000, seed=3, variants_chunk_size=700
     )
-    return gx.simulate_cohort(root / "cohort.vcz", metadata=root / "samples.tsv", config=cfg)
 
 
 def _job(tmp_path: Path, cohort: dict[str, Any], name: str, compute: str = "") -> gx.JobConfig:
-    text = textwrap.dedent(
-        f"""
-        [input]
-        store = "{cohort["store"]}"
-        sample_metadata = "{cohort["metadata"]}"
-        [reference]
-        metadata_column = "population"
-        metadata_values = ["CEU"]
-        [pca]
-        n_components = 4
-        [compute]
-        {compute}
-        [output]
-        dir = "out/{name}"
-        [report]
-        enabled = false
-        """
+    extra = f"[compute]\n{compute}"
+    return gx.load_config(
+        write_job(tmp_path, name, cohort["store"], metadata=cohort["metadata"], extra=extra)
     )
-    path = tmp_path / f"{name}.toml"
-    path.write_text(text)
-    return gx.load_config(path)
 
 
 def test_run_job__reads_each_raw_chunk_once_and_fits_on_the_compact_matrix(
@@ -248,7 +232,7 @@ def test_run_job__same_result_in_memory_spilled_and_on_the_old_path(
     mem = gx.run_job(_job(tmp_path, cohort, "memory")).dataset
     disk = gx.run_job(_job(tmp_path, cohort, "disk", 'memory_budget = "0 B"')).dataset
     assert not list((tmp_path / "out").glob(f"{_compact.TEMP_PREFIX}*"))
-    monkeypatch.setattr(gx._compact, "calls_from_genotypes", lambda gt: None)
+    monkeypatch.setattr(_compact, "calls_from_genotypes", lambda gt: None)
     old = gx.run_job(_job(tmp_path, cohort, "old")).dataset
     assert mem is not None and disk is not None and old is not None
     for var in ("eigenvalue", "knockoff_eigenvalue", "stable", "sample_score"):

@@ -26,15 +26,20 @@ pytest.importorskip("stdpopsim", reason="needs the genomics extra")
 pytest.importorskip("bio2zarr", reason="needs the genomics extra")
 pytest.importorskip("cyvcf2", reason="needs the genomics extra")
 
+from genotype_files import simulate  # noqa: E402
+
 from mspca_dask import genomics as gx  # noqa: E402
 from mspca_dask.errors import (  # noqa: E402
     ChunkReadError,
     ForeignOutputError,
+    InputError,
     OutputOverlapsInputError,
     ResultCorruptError,
     ResultExistsError,
     SourceNotFoundError,
 )
+from mspca_dask.genomics.cli import _sigterm_raises, _Terminated  # noqa: E402
+from mspca_dask.genomics.job import _job_lock  # noqa: E402
 from mspca_dask.io import is_complete  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
@@ -43,42 +48,51 @@ REPO = Path(__file__).resolve().parents[1]
 # ------------------------------------------------------------------------------ fixtures
 
 
-def _simulate(root: Path, **kw: Any) -> dict[str, Any]:
-    cfg = gx.SimulateConfig(**kw)
-    return gx.simulate_cohort(root / "cohort.vcz", metadata=root / "samples.tsv", config=cfg)
-
-
 @pytest.fixture(scope="session")
 def tskit_cohort(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     root = tmp_path_factory.mktemp("tskit-cohort")
-    return _simulate(
-        root, populations={"CEU": 180, "YRI": 20}, length=3_000_000, seed=2,
-        writer="tskit2zarr", variants_chunk_size=1000,
+    return simulate(
+        root,
+        populations={"CEU": 180, "YRI": 20},
+        length=3_000_000,
+        seed=2,
+        writer="tskit2zarr",
+        variants_chunk_size=1000,
     )
 
 
 @pytest.fixture(scope="session")
 def vcf_cohort(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     root = tmp_path_factory.mktemp("vcf-cohort")
-    return _simulate(
-        root, populations={"CEU": 120, "YRI": 15}, length=2_500_000, seed=5,
-        writer="vcf2zarr", missing_rate=0.02, variants_chunk_size=1000,
+    return simulate(
+        root,
+        populations={"CEU": 120, "YRI": 15},
+        length=2_500_000,
+        seed=5,
+        writer="vcf2zarr",
+        missing_rate=0.02,
+        variants_chunk_size=1000,
     )
 
 
 def _config(
-    tmp_path: Path, cohort: dict[str, Any], *, name: str = "job", extra: str = "",
+    tmp_path: Path,
+    cohort: dict[str, Any],
+    *,
+    name: str = "job",
+    extra: str = "",
     reference: str | None = None,
 ) -> Path:
     if reference is None:
         reference = 'metadata_column = "population"\nmetadata_values = ["CEU"]'
-    text = textwrap.dedent(
-        f"""
+    text = (
+        textwrap.dedent(
+            f"""
         [job]
         name = "{name}"
         [input]
-        store = "{cohort['store']}"
-        sample_metadata = "{cohort['metadata']}"
+        store = "{cohort["store"]}"
+        sample_metadata = "{cohort["metadata"]}"
         color_by = "population"
         [reference]
         {{reference}}
@@ -87,7 +101,9 @@ def _config(
         [output]
         dir = "out/{name}"
         """
-    ).replace("{reference}", reference) + extra
+        ).replace("{reference}", reference)
+        + extra
+    )
     path = tmp_path / f"{name}.toml"
     path.write_text(text)
     return path
@@ -164,14 +180,17 @@ def test_run_job__writes_outputs_that_validate_against_the_schema(
     assert json.loads(ds.attrs["versions"])["input_source"].startswith("bio2zarr")
     assert ds.attrs["random_state"] == 0 and len(ds.attrs["input_fingerprint"]) == 64
     # A broken layout is refused with the variable named.
-    with pytest.raises(gx.InputError, match="lacks the variable 'sample_score'"):
+    with pytest.raises(InputError, match="lacks the variable 'sample_score'"):
         gx.validate_genomics_dataset(ds.drop_vars("sample_score"))
     # The report is one self-contained page: every image is inlined.
     page = (out / "report.html").read_text()
     assert page.count('src="data:image/png;base64,') == 4
-    assert "src=\"http" not in page and "reference set of samples" in page
+    assert 'src="http' not in page and "reference set of samples" in page
     assert {p.name for p in (out / "figures").iterdir()} == {
-        "spectrum.png", "scores_stable.png", "scores_mean_shift.png", "qc.png"
+        "spectrum.png",
+        "scores_stable.png",
+        "scores_mean_shift.png",
+        "qc.png",
     }
 
 
@@ -232,9 +251,10 @@ def test_run_job__crash_mid_write_leaves_no_complete_looking_result(
         f"""
         import os, sys
         import mspca_dask.genomics as gx
+        import mspca_dask.genomics.job as job
         def die(*args, **kwargs):
             os._exit(17)
-        gx.write_report = die
+        job.write_report = die
         sys.exit(gx.main(["run", {str(cfg)!r}]))
         """
     )
@@ -270,14 +290,16 @@ def test_main__exit_codes_for_bad_config_and_a_held_lock(
     )
     assert gx.main(["run", str(tmp_path / "missing.toml")]) == gx.EXIT_USAGE
     cfg = _config(tmp_path, tskit_cohort)
-    with gx._job_lock(tmp_path / "out" / "job"):
+    with _job_lock(tmp_path / "out" / "job"):
         assert gx.main(["run", str(cfg)]) == gx.EXIT_LOCKED
     assert "another run of this job" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("mode", ["samples", "file", "variable"])
 def test_run_job__every_way_of_giving_the_reference_gives_the_same_result(
-    mode: str, tskit_run: tuple[Path, gx.JobOutcome], tskit_cohort: dict[str, Any],
+    mode: str,
+    tskit_run: tuple[Path, gx.JobOutcome],
+    tskit_cohort: dict[str, Any],
     tmp_path: Path,
 ) -> None:
     is_ceu = np.asarray(tskit_cohort["populations"]) == "CEU"
@@ -311,7 +333,7 @@ def test_run_job__unknown_reference_ids_are_named(
     tskit_cohort: dict[str, Any], tmp_path: Path
 ) -> None:
     cfg = _config(tmp_path, tskit_cohort, reference='samples = ["CEU_0001", "nobody"]')
-    with pytest.raises(gx.InputError, match="1 reference sample id.*not in the store: 'nobody'"):
+    with pytest.raises(InputError, match="1 reference sample id.*not in the store: 'nobody'"):
         gx.run_job(gx.load_config(cfg))
     assert not (tmp_path / "out" / "job").exists()
 
@@ -319,8 +341,9 @@ def test_run_job__unknown_reference_ids_are_named(
 def test_run_job__auto_reference_flags_the_yri_minority(
     tskit_cohort: dict[str, Any], tmp_path: Path
 ) -> None:
-    cfg = _config(tmp_path, tskit_cohort, name="auto", reference="",
-                  extra="[report]\nenabled = false\n")
+    cfg = _config(
+        tmp_path, tskit_cohort, name="auto", reference="", extra="[report]\nenabled = false\n"
+    )
     ds = gx.run_job(gx.load_config(cfg)).dataset
     assert ds is not None and ds.attrs["reference_mode"] == "auto"
     assert ds.attrs["scale_from"] == "all" and not ds["sample_is_reference"].values.any()
@@ -380,14 +403,19 @@ def test_load_config__raises_with_a_fix(tmp_path: Path, text: str, match: str) -
 def test_pipelines_module__runs_as_a_script(tmp_path: Path) -> None:
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     proc = subprocess.run(
-        [sys.executable, "-m", "pipelines.genomics", "--help"], capture_output=True, text=True,
-        cwd=tmp_path, env=env,
+        [sys.executable, "-m", "pipelines.genomics", "--help"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env=env,
     )
     assert proc.returncode == 0 and "Exit status: 0 done or up to date" in proc.stdout
 
 
 def test_check__says_whether_the_result_is_up_to_date(
-    tskit_run: tuple[Path, gx.JobOutcome], tmp_path: Path, tskit_cohort: dict[str, Any],
+    tskit_run: tuple[Path, gx.JobOutcome],
+    tmp_path: Path,
+    tskit_cohort: dict[str, Any],
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     assert gx.main(["check", str(tskit_run[0])]) == gx.EXIT_OK
@@ -399,7 +427,7 @@ def test_check__says_whether_the_result_is_up_to_date(
 def test_sigterm__becomes_an_exception_that_runs_cleanup() -> None:
     before = signal.getsignal(signal.SIGTERM)
     cleaned = []
-    with pytest.raises(gx._Terminated), gx._sigterm_raises():
+    with pytest.raises(_Terminated), _sigterm_raises():
         try:
             os.kill(os.getpid(), signal.SIGTERM)
             time.sleep(5)  # the handler raises long before this ends
@@ -477,8 +505,10 @@ def test_run_job__missing_genotype_chunk_fails_unless_allowed(
     outcome = gx.run_job(gx.load_config(cfg))
     params = json.loads(gx.open_genomics_result(outcome.output_dir).attrs["params"])
     assert params["allow_missing_chunks"] is True
-    assert "allow_missing_chunks" not in gx.load_config(_config(tmp_path, cohort, name="b"))\
-        .fingerprint_params()  # not used: not recorded, and fingerprints of old results hold
+    assert (
+        "allow_missing_chunks"
+        not in gx.load_config(_config(tmp_path, cohort, name="b")).fingerprint_params()
+    )  # not used: not recorded, and fingerprints of old results hold
 
 
 def test_run_job__summary_and_report_quote_this_run(

@@ -19,23 +19,32 @@ pytest.importorskip("stdpopsim", reason="needs the genomics extra")
 pytest.importorskip("bio2zarr", reason="needs the genomics extra")
 pytest.importorskip("bed_reader", reason="needs the genomics extra")
 
-from genotype_files import add_qc_cases, fileset_arrays, write_bed, write_pgen  # noqa: E402
+from genotype_files import (
+    add_qc_cases,
+    fileset_arrays,
+    simulate,
+    write_bed,
+    write_job,
+    write_pgen,
+)  # noqa: E402
 
 import mspca_dask  # noqa: E402
 from mspca_dask import genomics as gx  # noqa: E402
-from mspca_dask import plink  # noqa: E402
 from mspca_dask.errors import InputError, SourceNotFoundError  # noqa: E402
+from mspca_dask.genomics import plink  # noqa: E402
+from mspca_dask.genomics.qc import site_filters  # noqa: E402
 
 
 @pytest.fixture(scope="module")
 def cohort(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     root = tmp_path_factory.mktemp("plink-cohort")
-    sim = gx.simulate_cohort(
-        root / "sim.vcz",
-        metadata=root / "samples.tsv",
-        config=gx.SimulateConfig(
-            populations={"CEU": 100, "YRI": 12}, length=1_500_000, seed=7, variants_chunk_size=700
-        ),
+    sim = simulate(
+        root,
+        "sim",
+        populations={"CEU": 100, "YRI": 12},
+        length=1_500_000,
+        seed=7,
+        variants_chunk_size=700,
     )
     prefix = root / "cohort"
     truth = add_qc_cases(fileset_arrays(sim["store"]))
@@ -55,27 +64,7 @@ def cohort(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
 
 
 def _job(tmp: Path, cohort: dict[str, Any], store: str, name: str) -> gx.JobOutcome:
-    text = textwrap.dedent(
-        f"""
-        [job]
-        name = "{name}"
-        [input]
-        store = "{store}"
-        sample_metadata = "{cohort["metadata"]}"
-        [reference]
-        metadata_column = "population"
-        metadata_values = ["CEU"]
-        [pca]
-        n_components = 4
-        [output]
-        dir = "out/{name}"
-        [report]
-        enabled = false
-        """
-    )
-    path = tmp / f"{name}.toml"
-    path.write_text(text)
-    return gx.run_job(gx.load_config(path))
+    return gx.run_job(gx.load_config(write_job(tmp, name, store, metadata=cohort["metadata"])))
 
 
 def test_open_plink__reads_the_a1_count_with_missing_as_nan_like_plink2zarr(
@@ -181,7 +170,7 @@ def test_site_filters__multiallelic_non_acgt_and_duplicate_sites_are_counted_onc
 ) -> None:
     vz = gx.open_vcf_zarr(cohort["store"])  # tskit2zarr: up to 3 alleles per site
     assert vz.variant_allele is not None
-    flags = gx.site_filters(vz)
+    flags = site_filters(vz)
     expected = (vz.variant_allele[:, 2:] != "").any(axis=1)
     assert expected.sum() > 0
     np.testing.assert_array_equal(flags["variants_multiallelic"], expected)
@@ -202,7 +191,7 @@ def test_site_filters__multiallelic_non_acgt_and_duplicate_sites_are_counted_onc
             dtype=object,
         ),
     )
-    f = gx.site_filters(small)
+    f = site_filters(small)
     assert f["variants_non_acgt"].tolist() == [True, True, False, False, False, False]
     assert f["variants_duplicate_position"].tolist() == [False, False, True, True, False, False]
 

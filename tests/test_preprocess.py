@@ -9,8 +9,8 @@ import pytest
 from dask.callbacks import Callback
 
 import mspca_dask
-from mspca_dask import preprocess as pp
 from mspca_dask.errors import DTypeError, InputError, ParameterError, ShapeError
+from mspca_dask.genomics import preprocess as pp
 
 
 class _CountComputes(Callback):
@@ -23,16 +23,20 @@ class _CountComputes(Callback):
 
 
 def _two_populations(
-    n_ref: int = 180, n_shift: int = 20, d: int = 1500, fst: float = 0.1, missing: float = 0.01,
+    n_ref: int = 180,
+    n_shift: int = 20,
+    d: int = 1500,
+    fst: float = 0.1,
+    missing: float = 0.01,
     seed: int = 3,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Balding–Nichols genotypes ``(variants, samples)`` with NaN missing calls."""
     rng = np.random.default_rng(seed)
     p_ref = rng.uniform(0.05, 0.95, d)
     p_shift = rng.beta(p_ref * (1 - fst) / fst, (1 - p_ref) * (1 - fst) / fst)
-    g = np.vstack([
-        rng.binomial(2, p_ref, (n_ref, d)), rng.binomial(2, p_shift, (n_shift, d))
-    ]).astype(np.float32)
+    g = np.vstack(
+        [rng.binomial(2, p_ref, (n_ref, d)), rng.binomial(2, p_shift, (n_shift, d))]
+    ).astype(np.float32)
     g[rng.random(g.shape) < missing] = np.nan
     reference = np.r_[np.ones(n_ref, bool), np.zeros(n_shift, bool)]
     return g.T.copy(), reference

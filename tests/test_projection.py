@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import textwrap
 from pathlib import Path
 from typing import Any
 
@@ -19,42 +18,31 @@ import pytest
 pytest.importorskip("stdpopsim", reason="needs the genomics extra")
 pytest.importorskip("bed_reader", reason="needs the genomics extra")
 
-from genotype_files import fileset_arrays, write_bed  # noqa: E402
+from genotype_files import fileset_arrays, simulate, write_bed, write_job  # noqa: E402
 
 from mspca_dask import genomics as gx  # noqa: E402
 from mspca_dask.errors import ResultExistsError  # noqa: E402
-from mspca_dask.projection import match_variants, project  # noqa: E402
+from mspca_dask.genomics.projection import match_variants, project  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 
 
 def _run(tmp: Path, store: Path, ceu_ids: list[str], name: str) -> gx.JobOutcome:
-    text = textwrap.dedent(
-        f"""
-        [input]
-        store = "{store}.bed"
-        [reference]
-        samples = {json.dumps(ceu_ids)}
-        [pca]
-        n_components = 4
-        [output]
-        dir = "out/{name}"
-        [report]
-        enabled = false
-        """
-    )
-    (tmp / f"{name}.toml").write_text(text)
-    return gx.run_job(gx.load_config(tmp / f"{name}.toml"))
+    reference = f"samples = {json.dumps(ceu_ids)}"
+    return gx.run_job(gx.load_config(write_job(tmp, name, f"{store}.bed", reference=reference)))
 
 
 @pytest.fixture(scope="module")
 def split(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     root = tmp_path_factory.mktemp("projection")
-    sim = gx.simulate_cohort(
-        root / "sim.vcz",
-        config=gx.SimulateConfig(
-            populations={"CEU": 150, "YRI": 24}, length=2_000_000, seed=11, variants_chunk_size=800
-        ),
+    sim = simulate(
+        root,
+        "sim",
+        metadata=False,
+        populations={"CEU": 150, "YRI": 24},
+        length=2_000_000,
+        seed=11,
+        variants_chunk_size=800,
     )
     a = fileset_arrays(sim["store"])
     pops = np.asarray(sim["populations"])

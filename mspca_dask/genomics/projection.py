@@ -48,8 +48,8 @@ from typing import Any
 import dask.array as da
 import numpy as np
 
+from ..errors import InputError, ParameterError, ResultExistsError
 from . import preprocess
-from .errors import InputError, ParameterError, ResultExistsError
 
 __all__ = ["project", "match_variants", "VariantMatch"]
 
@@ -247,8 +247,9 @@ def project(
     """
     import xarray as xr
 
-    from ._execution import Executor
-    from .genomics import open_genomics_result, open_genotypes
+    from .._execution import Executor
+    from .dataset import open_genomics_result
+    from .sources import open_genotypes
 
     if out is not None and not overwrite and (os.path.lexists(out)):
         raise ResultExistsError(f"{out} exists; pass overwrite=True (--overwrite) to replace it")
@@ -327,7 +328,7 @@ def project(
 
 
 def _write(ds: Any, out: Path, overwrite: bool) -> None:
-    from .io import write_dataset_atomic
+    from ..io import write_dataset_atomic
 
     if out.suffix == ".zarr":
         write_dataset_atomic(ds, out, overwrite=overwrite)

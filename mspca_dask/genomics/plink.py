@@ -26,7 +26,8 @@ from typing import Any
 import dask.array as da
 import numpy as np
 
-from .errors import InputError, MSPCAError, SourceNotFoundError
+from ..errors import InputError, MSPCAError, SourceNotFoundError
+from ..io import plink_fileset
 
 __all__ = ["plink_prefix", "is_plink_source", "open_plink", "plink_fingerprint"]
 
@@ -39,27 +40,6 @@ _BED_EXT = (".bed", ".bim", ".fam")
 _PGEN_EXT = (".pgen", ".pvar", ".psam")
 
 
-def _fileset(source: Any) -> tuple[Path, str] | None:
-    """``(prefix, "bed" | "pgen")`` if ``source`` names a PLINK fileset, else None."""
-    if not isinstance(source, str | os.PathLike):
-        return None
-    s = os.fspath(source)
-    if "://" in s:
-        return None
-    p = Path(s)
-    suffix = p.suffix.lower()
-    if suffix in _BED_EXT:
-        return p.with_suffix(""), "bed"
-    if suffix in _PGEN_EXT:
-        return p.with_suffix(""), "pgen"
-    if not p.exists():
-        if p.with_name(p.name + ".bed").is_file():
-            return p, "bed"
-        if p.with_name(p.name + ".pgen").is_file():
-            return p, "pgen"
-    return None
-
-
 def plink_prefix(source: Any) -> Path | None:
     """The fileset prefix if ``source`` names a PLINK fileset, else None.
 
@@ -68,7 +48,7 @@ def plink_prefix(source: Any) -> Path | None:
     directory); ``cohort.pgen``/``.pvar``/``.psam`` (or a bare prefix with only a ``.pgen``)
     the PLINK 2 fileset.
     """
-    fs = _fileset(source)
+    fs = plink_fileset(source)
     return None if fs is None else fs[0]
 
 
@@ -163,9 +143,9 @@ def open_plink(source: str | os.PathLike[str], *, variants_chunk_size: int | Non
         A malformed ``.bim``/``.fam``, a ``.bed`` that is not SNP-major PLINK 1 or whose size
         does not match the ``.bim`` and ``.fam``, or duplicate sample ids.
     """
-    from .genomics import VcfZarr
+    from .sources import VcfZarr
 
-    fs = _fileset(source)
+    fs = plink_fileset(source)
     if fs is None:
         raise SourceNotFoundError(f"{source} does not name a PLINK fileset (.bed/.bim/.fam)")
     prefix, kind = fs
@@ -237,7 +217,7 @@ def _bed_reader_version() -> str:
 def plink_fingerprint(source: str | os.PathLike[str], *, mode: str = "listing") -> str:
     """SHA-256 of a fileset: ``.bim``/``.fam`` content, and the ``.bed`` size and mtime
     (``"listing"``) or its content (``"content"``)."""
-    fs = _fileset(source)
+    fs = plink_fileset(source)
     if fs is None:
         raise SourceNotFoundError(f"{source} does not name a PLINK fileset (.bed/.bim/.fam)")
     prefix, kind = fs
@@ -326,7 +306,7 @@ def _column(header: list[str], rows: list[list[str]], name: str, path: Path) -> 
 
 
 def _open_pgen(prefix: Path, variants_chunk_size: int | None) -> Any:
-    from .genomics import VcfZarr
+    from .sources import VcfZarr
 
     try:
         import pgenlib  # noqa: F401

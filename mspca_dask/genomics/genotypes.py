@@ -3,10 +3,10 @@
 :func:`genotype_input` turns a path naming a VCF Zarr store (a Zarr group holding
 ``call_genotype``, ``call_dosage`` or ``call_DS``) or a PLINK 1 fileset into the standardised
 ``(samples, variants)`` matrix the core analyses, with the *same* code as the genomics job:
-:func:`mspca_dask.genomics.open_genotypes` (dosages, NaN for missing calls),
-:func:`mspca_dask.genomics.run_qc` with the job's default ``[qc]`` thresholds (site filters,
+:func:`mspca_dask.genomics.sources.open_genotypes` (dosages, NaN for missing calls),
+:func:`mspca_dask.genomics.qc.run_qc` with the job's default ``[qc]`` thresholds (site filters,
 monomorphic / zero-variance / MAF / missingness), and :func:`centre_and_scale` +
-:func:`mspca_dask.preprocess.standardize` (missing calls imputed at the centre, Patterson
+:func:`mspca_dask.genomics.preprocess.standardize` (missing calls imputed at the centre, Patterson
 scaling).  **Samples are the observations** (``n`` = samples, ``d`` = variants kept).
 
 With ``reference_samples`` the centre and the scale are the reference set's allele
@@ -24,39 +24,11 @@ from typing import Any
 
 import numpy as np
 
+from ..errors import ParameterError
+from ..io import is_genotype_source
 from . import preprocess
-from .errors import ParameterError
 
-__all__ = ["is_genotype_source", "genotype_input", "centre_and_scale", "GenotypeInput"]
-
-_GENOTYPE_VARIABLES = ("call_genotype", "call_dosage", "call_DS")
-
-
-def is_genotype_source(source: Any, variable: str | None = None) -> bool:
-    """True for a path naming a PLINK 1 fileset, or a Zarr group with genotypes.
-
-    A Zarr group counts when it holds ``call_genotype`` (or ``call_dosage``/``call_DS``) and
-    ``sample_id``, and ``variable`` is not given or names one of those genotype variables.
-    """
-    from . import plink
-
-    if not isinstance(source, str | os.PathLike):
-        return False
-    if plink.is_plink_source(source):
-        return True
-    if variable is not None and variable not in _GENOTYPE_VARIABLES:
-        return False
-    s = os.fspath(source)
-    if "://" not in s and not Path(s).is_dir():
-        return False
-    try:
-        import zarr
-
-        group = zarr.open_group(s, mode="r")
-        keys = set(group.keys())
-    except Exception:  # not a group (an array, nothing there): io.open_source says why
-        return False
-    return "sample_id" in keys and any(v in keys for v in _GENOTYPE_VARIABLES)
+__all__ = ["genotype_input", "centre_and_scale", "GenotypeInput"]
 
 
 @dataclass(frozen=True)
@@ -105,7 +77,7 @@ def centre_and_scale(
 
 
 def _reference_mask(reference_samples: Any, sample_id: np.ndarray) -> np.ndarray:
-    from .genomics import _ids_to_mask
+    from .reference import _ids_to_mask
 
     ref = np.asarray(reference_samples)
     if ref.dtype.kind == "b":
@@ -140,7 +112,7 @@ def genotype_input(
     ----------
     source : Any
         What was passed to ``fit``.  Only a path naming a VCF Zarr store or a PLINK 1 fileset
-        is handled here (:func:`is_genotype_source`); anything else returns None.
+        is handled here (:func:`mspca_dask.io.is_genotype_source`); anything else returns None.
     reference_samples : sequence of str or (n_samples,) bool array, optional
         Sample ids, or a mask, of the reference set whose allele frequencies centre and scale
         the data.
@@ -172,8 +144,10 @@ def genotype_input(
         return None
     import xarray as xr
 
-    from ._execution import Executor
-    from .genomics import JobConfig, open_genotypes, run_qc
+    from .._execution import Executor
+    from .config import JobConfig
+    from .qc import run_qc
+    from .sources import open_genotypes
 
     vz = open_genotypes(
         os.fspath(source),

@@ -41,8 +41,8 @@ from typing import Any
 import dask.array as da
 import numpy as np
 
+from ..errors import ParameterError, ShapeError
 from . import preprocess
-from .errors import ParameterError, ShapeError
 
 __all__ = [
     "DEFAULT_MEMORY_BUDGET",
@@ -118,7 +118,7 @@ def calls_from_genotypes(call_genotype: da.Array) -> da.Array:
     Returns
     -------
     (n_variants, n_samples) dask array of int8
-        The same counts as :func:`mspca_dask.preprocess.dosage_from_genotypes` (which gives
+        The same counts as :func:`mspca_dask.genomics.preprocess.dosage_from_genotypes` (which gives
         them as float32 with NaN), a quarter of the bytes.
 
     Examples
@@ -138,7 +138,7 @@ def _variant_stats_block(calls: np.ndarray, ref: np.ndarray | None) -> np.ndarra
     Missing calls are ``-1``: their count is added back to the plain sums instead of masking
     the chunk (each adds ``-1`` to the sum and ``1`` to the sum of squares).  Counts are exact
     in float64 (below 2⁵³).  ``alt_sq_sum`` finds variants whose called dosages are all equal
-    (:attr:`mspca_dask.preprocess.GenotypeStats.constant_calls`).
+    (:attr:`mspca_dask.genomics.preprocess.GenotypeStats.constant_calls`).
     """
     called = calls >= 0
     n_called = called.sum(axis=1, dtype=np.int64)
@@ -206,7 +206,7 @@ def call_statistics(calls: da.Array, reference: np.ndarray | None = None) -> dic
     dict of str to dask array
         ``alt_sum``, ``n_called``, ``alt_sq_sum`` (variants,), ``sample_n_called`` (samples,)
         and, with a reference, ``ref_alt_sum``, ``ref_n_called``: the values of
-        :func:`mspca_dask.preprocess.genotype_statistics` on the float32 dosages.  Computed
+        :func:`mspca_dask.genomics.preprocess.genotype_statistics` on the float32 dosages.  Computed
         together they read every chunk once.
 
     Examples
@@ -251,9 +251,9 @@ class CandidateFilter:
 
     A variant is a candidate when it is polymorphic, its minor allele frequency is at least
     ``min_maf`` and at most ``max_missing`` of the samples miss it, over *all* samples: the
-    filters of :func:`mspca_dask.genomics.run_qc` with the same float64 arithmetic as
-    :class:`mspca_dask.preprocess.GenotypeStats`.  When no sample fails the call-rate filter
-    the variants that pass QC are these candidates, or fewer of them (the reference-set
+    filters of :func:`mspca_dask.genomics.qc.run_qc` with the same float64 arithmetic as
+    :class:`mspca_dask.genomics.preprocess.GenotypeStats`.  When no sample fails the call-rate
+    filter the variants that pass QC are these candidates, or fewer of them (the reference-set
     missingness filter only removes); otherwise the job reads the raw store again.
     """
 
@@ -605,7 +605,7 @@ def standardized(compact: CompactCalls, centre: np.ndarray, scale: np.ndarray) -
     -------
     (n_samples, n_variants) dask array of float32
         Chunks span all samples; a missing call is 0 (imputed at the centre), as in
-        :func:`mspca_dask.preprocess.standardize`, whose float64 values these equal to
+        :func:`mspca_dask.genomics.preprocess.standardize`, whose float64 values these equal to
         float32 rounding.
     """
     nv = int(compact.calls.shape[0])

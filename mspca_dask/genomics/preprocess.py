@@ -41,7 +41,7 @@ from dataclasses import dataclass
 import dask.array as da
 import numpy as np
 
-from .errors import DTypeError, InputError, ParameterError, ShapeError
+from ..errors import DTypeError, InputError, ParameterError, ShapeError
 
 __all__ = [
     "dosage_from_genotypes",

@@ -1,0 +1,7 @@
+"""``python -m mspca_dask.genomics run JOB.toml``: the genomics command without a checkout."""
+
+import sys
+
+from .cli import main
+
+sys.exit(main())

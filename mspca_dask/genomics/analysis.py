@@ -1,0 +1,172 @@
+"""The fit: standardise with the reference frequencies and run MS-PCA."""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import dask.array as da
+import numpy as np
+
+from .._execution import Executor
+from . import compact as _compact
+from . import preprocess
+from .config import JobConfig
+from .qc import QCResult
+from .sources import VcfZarr
+
+if TYPE_CHECKING:
+    from ..result import MSPCAResult
+
+
+logger = logging.getLogger("mspca.genomics")
+
+
+@dataclass
+class Analysis:
+    """The fit and what is needed to write and report it."""
+
+    result: MSPCAResult  # sliced to the K requested eigenpairs
+    centre_frequency: np.ndarray  # (V_kept,) frequency whose dosage 2p was subtracted
+    scale: np.ndarray  # (V_kept,)
+    comparison: dict[str, Any] | None
+    n_imputed_calls: int
+    n_raw_passes: int = 0  # reads of the raw store after QC (the compaction pass)
+
+
+def _fit(X: da.Array, cfg: JobConfig, location: Any, scheduler: Any) -> MSPCAResult:
+    """MS-PCA of the standardised genotypes, the fit's ModelFitWarning logged.
+
+    A knockoff's own spike can push the K-th eigenpair out of that knockoff's top K; the core
+    computes ``K + 2`` eigenpairs of every knockoff spectrum for that (``KNOCKOFF_EXTRA`` in
+    :mod:`mspca_dask.api`), so the job asks for the K it reports.
+    """
+    import warnings
+
+    from ..api import fit
+    from ..errors import ModelFitWarning
+
+    n, d = (int(s) for s in X.shape)
+    K = min(cfg.n_components, n - 1, d)
+    # Genotypes always have a bulk above the Marchenko-Pastur edge (linkage disequilibrium):
+    # the fit's ModelFitWarning says so, and the diagnostics are in the result; the job logs
+    # them instead of raising them as a warning to its caller.
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", ModelFitWarning)
+        res = fit(
+            X,
+            n_components=K,
+            location=location,
+            solver=cfg.solver,
+            n_knockoffs=cfg.n_knockoffs,
+            random_state=cfg.seed,
+            **cfg.fit_options,
+            scheduler=scheduler,
+        )
+    for w in caught:
+        if issubclass(w.category, ModelFitWarning):
+            logger.warning("model fit: %s", " ".join(str(w.message).split()))
+        else:
+            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+    return res
+
+
+def analyse(
+    cfg: JobConfig, vz: VcfZarr, qc: QCResult, scheduler: Any, workspace: Path | None = None
+) -> Analysis:
+    """Standardise (lazily) with the reference frequencies and run MS-PCA.
+
+    With hard calls (``vz.calls``), the fit reads a compact int8 matrix of the kept variants
+    and samples (in memory within ``[compute] memory_budget``, else a temporary Zarr store in
+    ``workspace``, next to the output), standardising each chunk in float32 inside the task
+    (:mod:`mspca_dask.genomics.compact`).  Its rows come from the candidates the statistics pass
+    wrote (no further raw read) or, when samples were dropped, from one more raw pass.
+    """
+    if vz.calls is None:
+        return _analyse(cfg, vz, qc, scheduler, None)
+    n_kept = int(qc.sample_keep.sum())
+    has_missing = bool((qc.stats.n_called[qc.variant_keep] < n_kept).any())
+    executor = Executor(scheduler=scheduler)
+    if qc.candidates is not None and qc.sample_keep.all():
+        compact = _compact.compact_from_parts(
+            qc.candidates,
+            qc.variant_keep,
+            executor,
+            has_missing=has_missing,
+            memory_budget=cfg.memory_budget,
+            workers=cfg.workers,
+        )
+        if compact is not None:
+            return _analyse(cfg, vz, qc, scheduler, compact)
+    with _compact.compact_calls(
+        vz.calls,
+        qc.variant_keep,
+        qc.sample_keep,
+        executor,
+        has_missing=has_missing,
+        memory_budget=cfg.memory_budget,
+        spill_dir=cfg.output_dir.parent if workspace is None else workspace,
+        workers=cfg.workers,
+    ) as compact:
+        return dataclasses.replace(_analyse(cfg, vz, qc, scheduler, compact), n_raw_passes=1)
+
+
+def _analyse(
+    cfg: JobConfig,
+    vz: VcfZarr,
+    qc: QCResult,
+    scheduler: Any,
+    compact: _compact.CompactCalls | None,
+) -> Analysis:
+    P = vz.ploidy
+    stats = qc.stats
+    kv = qc.variant_keep
+
+    def standardize(centre: np.ndarray, scale: np.ndarray) -> da.Array:
+        if compact is not None:
+            return _compact.standardized(compact, centre, scale)
+        return preprocess.standardize(vz.dosage[kv][:, qc.sample_keep], centre, scale)
+
+    p_all = stats.allele_frequency[kv]
+    if qc.reference is None:
+        centre_p = p_all
+        scale = preprocess.patterson_scale(p_all, ploidy=P)
+        location: Any = "auto"
+    else:
+        p_ref = stats.reference_frequency[kv]
+        centre_p = p_ref
+        scale = preprocess.patterson_scale(p_ref if cfg.scale == "reference" else p_all, ploidy=P)
+        location = None  # already centred on the reference in the chunk function
+    X = standardize(P * centre_p, scale)
+    logger.info(
+        "MS-PCA: n = %d samples (observations) x d = %d variants (features), K = %d, "
+        "reference = %s",
+        X.shape[0],
+        X.shape[1],
+        cfg.n_components,
+        cfg.reference_mode,
+    )
+    res = _fit(X, cfg, location, scheduler)
+    logger.info(
+        "fit: solver %s, %d passes over the %s",
+        res.params.get("solver"),
+        res.n_passes,
+        "raw store" if compact is None else f"compact matrix ({compact.where})",
+    )
+    if qc.reference is None and res.location is not None:
+        # The robust location is on the standardised scale: convert it to a frequency.
+        centre_p = centre_p + np.asarray(res.location) * scale / P
+    comparison = None
+    if cfg.compare_all_sample_centring:
+        X_all = standardize(P * p_all, scale)
+        cres = _fit(X_all, cfg, None, scheduler)
+        comparison = {
+            "description": "the same data centred by the all-sample allele frequencies",
+            "result": cres,
+        }
+    n_kept = int(qc.sample_keep.sum())
+    imputed = int((n_kept - stats.n_called[kv]).sum())
+    return Analysis(res, np.asarray(centre_p, dtype=float), scale, comparison, imputed)

@@ -1,0 +1,347 @@
+"""One job run: lock, fingerprints, compute, atomic write of the output directory."""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import logging
+import os
+import shutil
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from .._execution import Executor
+from ..errors import (
+    ConfigError,
+    JobLockedError,
+    ResultExistsError,
+)
+from ..io import commit_directory, is_complete, write_dataset_atomic
+from ..io.safety import check_output_not_input, foreign_error, is_replaceable
+from ..schema import GENOMICS_SCHEMA_VERSION
+from . import compact as _compact
+from .analysis import Analysis, analyse
+from .config import JobConfig
+from .dataset import AXES_NOTE, CENTRING_NOTE, RESULT_NAME, _centring_this_run, build_dataset
+from .qc import run_qc
+from .reference import _metadata_column, read_sample_metadata, resolve_reference
+from .report import write_report
+from .simulate import simulate_cohort
+from .sources import input_fingerprint, open_genotypes
+
+if TYPE_CHECKING:
+    import xarray as xr
+
+
+logger = logging.getLogger("mspca.genomics")
+
+
+def _file_hash(path: Path | None) -> str | None:
+    if path is None:
+        return None
+    try:
+        return hashlib.sha256(path.read_bytes()).hexdigest()
+    except OSError as exc:
+        raise ConfigError(f"could not read {path}: {exc}") from exc
+
+
+def job_fingerprint(cfg: JobConfig, input_fp: str) -> str:
+    """SHA-256 of the input fingerprint, every result-changing parameter, the side files and
+    the versions of mspca_dask and of the output layout."""
+    import mspca_dask
+
+    doc = {
+        "input": input_fp,
+        "params": cfg.fingerprint_params(),
+        "sample_metadata": _file_hash(cfg.sample_metadata),
+        "reference_samples_file": _file_hash(cfg.reference_samples_file),
+        "mspca_dask": mspca_dask.__version__,
+        "schema": GENOMICS_SCHEMA_VERSION,
+    }
+    return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()
+
+
+@contextlib.contextmanager
+def _job_lock(output_dir: Path) -> Iterator[None]:
+    """An exclusive, non-blocking ``flock`` on ``.NAME.lock`` next to the output directory."""
+    import fcntl
+
+    output_dir.parent.mkdir(parents=True, exist_ok=True)
+    lock_path = output_dir.parent / f".{output_dir.name}.lock"
+    fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError as exc:
+            raise JobLockedError(
+                f"another run of this job holds {lock_path}; try again when it has finished"
+            ) from exc
+        os.ftruncate(fd, 0)
+        os.write(fd, f"{os.getpid()} {datetime.now(UTC).isoformat(timespec='seconds')}\n".encode())
+        yield
+    finally:
+        os.close(fd)  # releases the lock
+
+
+def _remove_stale(output_dir: Path) -> None:
+    """Remove the hidden leftovers of crashed runs (only called while holding the lock).
+
+    A run killed between moving the old result aside and renaming the new one into place
+    leaves no ``output_dir`` but a complete ``.NAME.old-*``: that old result is put back.
+    """
+    if not (output_dir.exists() or output_dir.is_symlink()):
+        for old in sorted(output_dir.parent.glob(f".{output_dir.name}.old-*")):
+            if is_complete(str(old / RESULT_NAME)):
+                logger.info("restoring the result moved aside by an interrupted run: %s", old)
+                os.replace(old, output_dir)
+                break
+    for pattern in (f".{output_dir.name}.tmp-*", f".{output_dir.name}.old-*"):
+        for p in output_dir.parent.glob(pattern):
+            logger.info("removing the leftovers of an interrupted run: %s", p)
+            shutil.rmtree(p, ignore_errors=True)
+
+
+def _existing_fingerprint(output_dir: Path) -> str | None:
+    """The job fingerprint of a complete result in ``output_dir``, or None."""
+    import zarr
+
+    store = output_dir / RESULT_NAME
+    if not is_complete(str(store)):
+        return None
+    try:
+        group = zarr.open_group(str(store), mode="r", use_consolidated=False)
+        fp = group.attrs.get("job_fingerprint")
+    except (OSError, ValueError, KeyError):
+        return None
+    return fp if isinstance(fp, str) else ""
+
+
+@dataclass
+class JobOutcome:
+    """What :func:`run_job` did: ``"computed"`` or ``"up to date"``, where, and the fingerprint."""
+
+    status: str
+    output_dir: Path
+    job_fingerprint: str
+    dataset: xr.Dataset | None = None
+    seconds: float = 0.0
+
+
+@contextlib.contextmanager
+def _scheduler_for(cfg: JobConfig) -> Iterator[Any]:
+    if cfg.scheduler == "local-cluster":
+        from distributed import Client, LocalCluster
+
+        with (
+            LocalCluster(
+                n_workers=cfg.workers,
+                threads_per_worker=1,
+                processes=True,
+                dashboard_address=None,
+            ) as cluster,
+            Client(cluster) as client,
+        ):
+            yield client
+    elif "://" in cfg.scheduler:
+        from distributed import Client
+
+        from ..errors import SchedulerError
+
+        try:
+            client = Client(cfg.scheduler, timeout="30s")
+        except OSError as exc:
+            raise SchedulerError(
+                f"could not connect to the Dask scheduler {cfg.scheduler}: {exc}"
+            ) from exc
+        with client:
+            yield client
+    else:
+        yield cfg.scheduler
+
+
+def run_job(cfg: JobConfig, *, overwrite: bool | None = None) -> JobOutcome:
+    """Run one job: simulate (if asked), check fingerprints, QC, fit, write, report.
+
+    Parameters
+    ----------
+    cfg : JobConfig
+    overwrite : bool, optional
+        Overrides ``[output] overwrite``.
+
+    Returns
+    -------
+    JobOutcome
+        ``status`` is ``"up to date"`` (nothing was done: a complete result with the same
+        job fingerprint exists) or ``"computed"``.
+
+    Raises
+    ------
+    ResultExistsError
+        A complete result from other inputs or parameters exists and overwrite is off.
+    JobLockedError
+        Another run of the same job holds the lock.
+    ConfigError, InputError, ...
+        Bad config or input (nothing is written).
+    """
+    t_start = time.perf_counter()
+    overwrite = cfg.overwrite if overwrite is None else overwrite
+    out = cfg.output_dir
+    if cfg.report:
+        try:
+            import matplotlib  # noqa: F401
+        except ImportError as exc:
+            raise ConfigError(
+                "the report needs matplotlib: pip install 'mspca-dask[genomics]', or set "
+                "[report] enabled = false"
+            ) from exc
+    # Before the lock, whose file sits next to the output: never write into or over the input.
+    check_output_not_input(
+        out, [cfg.store], storage_options=cfg.storage_options, what="[output] dir"
+    )
+    with _job_lock(out):
+        _remove_stale(out)
+        timings: dict[str, float] = {}
+        if cfg.simulate is not None:
+            t0 = time.perf_counter()
+            sim = simulate_cohort(cfg.store, metadata=cfg.sample_metadata, config=cfg.simulate)
+            timings["simulate"] = time.perf_counter() - t0
+            if sim["reused"]:
+                logger.info("input: %s (simulated earlier with the same parameters)", cfg.store)
+        t0 = time.perf_counter()
+        input_fp = input_fingerprint(
+            cfg.store, mode=cfg.fingerprint, storage_options=cfg.storage_options
+        )
+        job_fp = job_fingerprint(cfg, input_fp)
+        timings["fingerprint"] = time.perf_counter() - t0
+        existing = _existing_fingerprint(out)
+        if existing == job_fp:
+            logger.info(
+                "up to date: %s holds a complete result of the same input and parameters "
+                "(job fingerprint %s); nothing to do",
+                out,
+                job_fp[:12],
+            )
+            return JobOutcome("up to date", out, job_fp, seconds=time.perf_counter() - t_start)
+        if (out.exists() or out.is_symlink()) and not overwrite:
+            what = (
+                "a complete result of other inputs or parameters"
+                if existing is not None
+                else "something that is not a complete result"
+            )
+            raise ResultExistsError(
+                f"{out} holds {what}; set [output] overwrite = true (or pass --overwrite) to "
+                "replace it, or choose another [output] dir"
+            )
+        if (out.exists() or out.is_symlink()) and not is_replaceable(out, result_name=RESULT_NAME):
+            raise foreign_error(str(out), "[output] dir")
+        ds, an = _compute(cfg, input_fp, job_fp, timings)
+        t0 = time.perf_counter()
+        tmp = out.parent / f".{out.name}.tmp-{uuid.uuid4().hex}"
+        tmp.mkdir(parents=True)
+        try:
+            _write_outputs(ds, an, tmp, cfg)
+            # io's commit: only our own result (or an empty directory) is replaced; the old
+            # one is moved aside and put back if the rename fails.
+            commit_directory(str(tmp), str(out), bool(overwrite), result_name=RESULT_NAME)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+        timings["write"] = time.perf_counter() - t0
+    seconds = time.perf_counter() - t_start
+    logger.info("done in %.1f s: %s (report: %s)", seconds, out / RESULT_NAME, out / "report.html")
+    return JobOutcome("computed", out, job_fp, ds, seconds)
+
+
+def _compute(
+    cfg: JobConfig, input_fp: str, job_fp: str, timings: dict[str, float]
+) -> tuple[xr.Dataset, Analysis]:
+    t0 = time.perf_counter()
+    vz = open_genotypes(
+        cfg.store,
+        genotype_variable=cfg.genotype_variable,
+        ploidy=cfg.ploidy,
+        storage_options=cfg.storage_options,
+        allow_missing_chunks=cfg.allow_missing_chunks,
+    )
+    metadata = None
+    labels = None
+    if cfg.sample_metadata is not None:
+        metadata = read_sample_metadata(cfg.sample_metadata, cfg.metadata_id_column)
+        known = int(np.isin(vz.sample_id, metadata.index.to_numpy()).sum())
+        logger.info(
+            "sample metadata: %s (%d of %d samples of the store listed)",
+            cfg.sample_metadata,
+            known,
+            vz.n_samples,
+        )
+        if cfg.color_by is not None:
+            labels = _metadata_column(metadata, cfg.color_by, vz.sample_id, cfg.sample_metadata)
+    reference, ref_desc = resolve_reference(cfg, vz, metadata)
+    logger.info(
+        "input: %s, %d variants x %d samples (%s, ploidy %d); reference (%s): %s",
+        cfg.store,
+        vz.n_variants,
+        vz.n_samples,
+        vz.variable,
+        vz.ploidy,
+        cfg.reference_mode,
+        ref_desc,
+    )
+    timings["open"] = time.perf_counter() - t0
+    with _scheduler_for(cfg) as scheduler, _compact.workspace(cfg.output_dir.parent) as ws:
+        executor = Executor(scheduler=scheduler)
+        t0 = time.perf_counter()
+        qc = run_qc(cfg, vz, reference, executor, ws)
+        timings["statistics"] = time.perf_counter() - t0
+        logger.info("QC: %s", json.dumps(qc.counts))
+        t0 = time.perf_counter()
+        an = analyse(cfg, vz, qc, scheduler, ws)
+        timings["fit"] = time.perf_counter() - t0
+    res = an.result
+    n_passes = (
+        qc.n_passes
+        + an.n_raw_passes
+        + res.n_passes
+        + (an.comparison["result"].n_passes if an.comparison is not None else 0)
+    )
+    for k in range(res.n_components):
+        logger.info(
+            "PC%d: eigenvalue %.6g -> %.6g under the knockoff (median), %s",
+            k,
+            res.eigenvalues[k],
+            float(np.median(res.matched_knockoff_eigenvalues[:, k])),
+            res.verdicts[k],
+        )
+    ds = build_dataset(
+        cfg,
+        vz,
+        qc,
+        an,
+        labels=labels,
+        reference_description=ref_desc,
+        input_fp=input_fp,
+        job_fp=job_fp,
+        timings=timings,
+        n_passes=n_passes,
+    )
+    return ds, an
+
+
+def _write_outputs(ds: xr.Dataset, an: Analysis, directory: Path, cfg: JobConfig) -> None:
+    """Everything into ``directory`` (the hidden temporary one): report first, result last."""
+    a = ds.attrs
+    (directory / "summary.txt").write_text(
+        f"{CENTRING_NOTE}\n\n{_centring_this_run(a)}\n{AXES_NOTE}\n\n"
+        f"passes over the genotypes: {a['n_passes']} ({a['n_passes_detail']}); the MS-PCA "
+        f"summary below counts the fit's own {an.result.n_passes}\n\n{an.result.summary()}\n"
+    )
+    if cfg.report:
+        write_report(ds, an, directory)
+    write_dataset_atomic(ds, directory / RESULT_NAME)

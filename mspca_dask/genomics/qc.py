@@ -1,0 +1,192 @@
+"""QC in one statistics pass: allele frequency, missingness, MAF and call-rate filters."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+
+import dask.array as da
+import numpy as np
+
+from .._execution import Executor
+from ..errors import InputError
+from . import compact as _compact
+from . import preprocess
+from .config import JobConfig
+from .sources import VcfZarr
+
+logger = logging.getLogger("mspca.genomics")
+
+
+@dataclass
+class QCResult:
+    """Outcome of the statistics pass(es) and the filters."""
+
+    stats: preprocess.GenotypeStats  # over the samples kept
+    sample_call_rate: np.ndarray  # (N,) over all variants, every sample
+    sample_keep: np.ndarray  # (N,) bool
+    variant_keep: np.ndarray  # (V,) bool
+    reference: np.ndarray | None  # (N,) bool, after QC
+    n_passes: int
+    counts: dict[str, int]
+    candidates: _compact.Candidates | None = None  # rows written by the statistics pass
+
+
+def _statistics(
+    vz: VcfZarr,
+    samples: np.ndarray | None,
+    reference: np.ndarray | None,
+    candidates: tuple[_compact.CandidateFilter, Path] | None = None,
+) -> dict[str, da.Array]:
+    """The statistics pass's products, from the int8 calls when the store has them.
+
+    With ``candidates`` (a filter and a directory), the pass also writes the rows of the
+    variants that pass the per-variant filters there (see :mod:`mspca_dask.genomics.compact`).
+    """
+    if vz.calls is not None and candidates is not None and samples is None:
+        return _compact.statistics_and_candidates(vz.calls, reference, *candidates)
+    if vz.calls is not None:
+        calls = vz.calls if samples is None else vz.calls[:, samples]
+        return _compact.call_statistics(calls, reference)
+    dosage = vz.dosage if samples is None else vz.dosage[:, samples]
+    return preprocess.genotype_statistics(dosage, reference)
+
+
+def run_qc(
+    cfg: JobConfig,
+    vz: VcfZarr,
+    reference: np.ndarray | None,
+    executor: Executor,
+    workspace: Path | None = None,
+) -> QCResult:
+    """One statistics pass (two if samples fail the call-rate filter), then the filters.
+
+    With a ``workspace`` directory and hard calls, the first pass also writes the candidate
+    rows of the compact matrix there (``QCResult.candidates``), so that the fit needs no
+    further read of the raw store.
+    """
+    N, V = vz.n_samples, vz.n_variants
+    filt = None
+    spill: tuple[_compact.CandidateFilter, Path] | None = None
+    if workspace is not None and vz.calls is not None:
+        filt = _compact.CandidateFilter(cfg.min_maf, cfg.max_variant_missing, vz.ploidy, N)
+        spill = (filt, workspace)
+    out = executor.run("genomics-statistics", _statistics(vz, None, reference, spill))
+    candidates = None
+    if filt is not None and workspace is not None:
+        chunks = tuple(int(c) for c in vz.calls.chunks[0])  # type: ignore[union-attr]
+        candidates = _compact.Candidates(workspace, np.asarray(out["candidate"]), chunks)
+    stats = preprocess.GenotypeStats.from_pass(out, N, vz.ploidy)
+    call_rate = stats.sample_call_rate(V)
+    keep_s = call_rate >= cfg.min_sample_call_rate
+    n_passes = 1
+    ref = reference
+    if not keep_s.all():
+        logger.info(
+            "QC: %d of %d samples have a call rate below %.3g and are excluded; recomputing "
+            "the variant statistics without them (second statistics pass)",
+            int((~keep_s).sum()),
+            N,
+            cfg.min_sample_call_rate,
+        )
+        if keep_s.sum() < 2:
+            raise InputError(
+                f"only {int(keep_s.sum())} sample(s) have a call rate >= "
+                f"{cfg.min_sample_call_rate}; lower [qc] min_sample_call_rate"
+            )
+        sub_ref = None if ref is None else ref[keep_s]
+        out = executor.run("genomics-statistics-2", _statistics(vz, keep_s, sub_ref))
+        stats = preprocess.GenotypeStats.from_pass(out, int(keep_s.sum()), vz.ploidy)
+        n_passes = 2
+        candidates = None  # chosen over all samples: not valid for the samples kept
+    if ref is not None:
+        ref = ref & keep_s
+        if ref.sum() < 2:
+            raise InputError(
+                f"after the call-rate filter the reference set has {int(ref.sum())} sample(s); "
+                "at least 2 are needed"
+            )
+    maf = stats.minor_allele_frequency
+    miss = stats.missing_rate
+    counts: dict[str, int] = {"variants": V}
+    site_ok = np.ones(V, dtype=bool)
+    for name, bad in site_filters(vz).items():
+        counts[name] = int((site_ok & bad).sum())
+        site_ok &= ~bad
+    polymorphic = maf > 0
+    varies = ~stats.constant_calls
+    maf_ok = maf >= cfg.min_maf
+    miss_ok = miss <= cfg.max_variant_missing
+    keep_v = site_ok & polymorphic & varies & maf_ok & miss_ok
+    counts.update(
+        variants_monomorphic=int((site_ok & ~polymorphic).sum()),
+        variants_zero_variance=int((site_ok & polymorphic & ~varies).sum()),
+        variants_low_maf=int((site_ok & polymorphic & varies & ~maf_ok).sum()),
+        variants_high_missing=int((site_ok & polymorphic & varies & maf_ok & ~miss_ok).sum()),
+    )
+    if ref is not None:
+        assert stats.ref_n_called is not None
+        n_ref = int(ref.sum())
+        ref_miss_ok = 1.0 - stats.ref_n_called / n_ref <= cfg.max_variant_missing
+        counts["variants_high_reference_missing"] = int((keep_v & ~ref_miss_ok).sum())
+        keep_v &= ref_miss_ok
+    counts["variants_analysed"] = int(keep_v.sum())
+    counts["samples"] = N
+    counts["samples_low_call_rate"] = int((~keep_s).sum())
+    counts["samples_analysed"] = int(keep_s.sum())
+    if keep_v.sum() < 2:
+        raise InputError(
+            f"only {int(keep_v.sum())} of {V} variants pass QC (monomorphic "
+            f"{counts['variants_monomorphic']}, MAF < {cfg.min_maf}: {counts['variants_low_maf']}, "
+            f"missing > {cfg.max_variant_missing}: {counts['variants_high_missing']}); relax [qc]"
+        )
+    return QCResult(stats, call_rate, keep_s, keep_v, ref, n_passes, counts, candidates)
+
+
+_MISSING_ALLELES = frozenset(("", ".", "0", "-"))
+
+
+def site_filters(vz: VcfZarr) -> dict[str, np.ndarray]:
+    """Sites no genotype PCA should use, from the variant metadata alone (no pass).
+
+    Returns ``{qc_counts name: (n_variants,) bool}``, applied in this order (each variant is
+    counted under the first filter it fails):
+
+    - ``variants_multiallelic``: more than one ALT allele (a dosage of "not REF" would merge
+      different alleles);
+    - ``variants_non_acgt``: an allele that is not a string of A, C, G, T (symbolic ``<DEL>``,
+      ``*``, ``N``, IUPAC codes); a missing ALT (``.``, PLINK's ``0``) is not counted here
+      (such a site is monomorphic and counted as that);
+    - ``variants_duplicate_position``: every copy of a (contig, position) that occurs more
+      than once (split multi-allelic records, duplicated probes): which copy is right cannot
+      be told from the data, and projection matches variants by position.  Position 0 is
+      PLINK's "unknown" and is not a duplicate (gemma's HLC fileset has 0 everywhere).
+
+    Stores without ``variant_allele`` get only the duplicate-position filter.
+    """
+    V = vz.n_variants
+    out: dict[str, np.ndarray] = {}
+    if vz.variant_allele is not None:
+        alleles = np.asarray(vz.variant_allele, dtype=object).reshape(V, -1)
+        present = np.vectorize(lambda a: str(a) not in _MISSING_ALLELES, otypes=[bool])(alleles)
+        acgt = np.vectorize(
+            lambda a: str(a) in _MISSING_ALLELES or set(str(a).upper()) <= set("ACGT"),
+            otypes=[bool],
+        )(alleles)
+        if alleles.shape[1] == 0:
+            present = acgt = np.zeros((V, 1), dtype=bool)
+        out["variants_multiallelic"] = present[:, 1:].sum(axis=1) > 1
+        out["variants_non_acgt"] = ~acgt.all(axis=1) | ~present[:, 0]
+    else:
+        out["variants_multiallelic"] = np.zeros(V, dtype=bool)
+        out["variants_non_acgt"] = np.zeros(V, dtype=bool)
+    keys = np.char.add(
+        np.char.add(np.asarray(vz.variant_contig, dtype=str), ":"),
+        np.asarray(vz.variant_position).astype(str),
+    )
+    _, inverse, counts = np.unique(keys, return_inverse=True, return_counts=True)
+    out["variants_duplicate_position"] = (counts[inverse] > 1) & (
+        np.asarray(vz.variant_position) > 0
+    )
+    return out

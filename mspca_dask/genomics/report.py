@@ -1,0 +1,346 @@
+"""Figures and the self-contained HTML report of a job."""
+
+from __future__ import annotations
+
+import base64
+import functools
+import html
+import io as _stdio
+import json
+import string
+from collections.abc import Mapping, Sequence
+from importlib import resources
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from .analysis import Analysis
+from .dataset import AXES_NOTE, CENTRING_NOTE, _centring_this_run
+
+if TYPE_CHECKING:
+    import xarray as xr
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
+
+
+_PALETTE = (
+    "tab:blue",
+    "tab:red",
+    "tab:green",
+    "tab:orange",
+    "tab:purple",
+    "tab:brown",
+    "tab:pink",
+    "tab:olive",
+    "tab:cyan",
+    "tab:gray",
+)
+
+
+def _scatter(ax: Axes, x: np.ndarray, y: np.ndarray, labels: np.ndarray | None) -> None:
+    if labels is None:
+        ax.scatter(x, y, s=10, color="tab:blue", alpha=0.7)
+        return
+    groups = sorted(set(labels.tolist()), key=lambda g: -int((labels == g).sum()))
+    for i, g in enumerate(groups):
+        m = labels == g
+        ax.scatter(
+            x[m],
+            y[m],
+            s=12,
+            alpha=0.75,
+            color=_PALETTE[i % len(_PALETTE)],
+            label=f"{g} ({int(m.sum())})",
+        )
+    ax.legend(fontsize="small", markerscale=1.5, loc="best")
+
+
+def _figure(**kw: Any) -> Figure:
+    from matplotlib.figure import Figure
+
+    return Figure(layout="constrained", **kw)
+
+
+def _pc_label(ds: xr.Dataset, k: int) -> str:
+    return f"PC{k} ({ds['verdict'].values[k]}, λ = {float(ds['eigenvalue'].values[k]):.4g})"
+
+
+def make_figures(ds: xr.Dataset, an: Analysis | None = None) -> dict[str, Figure]:
+    """The report's figures: spectrum, stable and mean-shift score plots, QC histograms."""
+    figs: dict[str, Figure] = {}
+    inc = np.asarray(ds["sample_included"].values, bool)
+    scores = np.asarray(ds["sample_score"].values)[inc]
+    labels = None
+    if "sample_label" in ds:
+        labels = np.asarray(ds["sample_label"].values).astype(str)[inc]
+    verdict = np.asarray(ds["verdict"].values).astype(str)
+    stable = np.flatnonzero(verdict == "stable")
+    shift = np.flatnonzero(verdict == "mean shift")
+
+    # Spectrum (and the all-sample-centred comparison when computed).
+    if an is not None:
+        panels = [
+            (
+                "reference centring"
+                if ds.attrs["reference_mode"] != "auto"
+                else "robust (auto) centring",
+                an.result,
+            )
+        ]
+        if an.comparison is not None:
+            panels.append(("all-sample centring (for comparison)", an.comparison["result"]))
+        fig = _figure(figsize=(6.4 * len(panels), 4.2))
+        axes = fig.subplots(1, len(panels), squeeze=False)[0]
+        for ax, (title, r) in zip(axes, panels, strict=True):
+            r.plot(ax=ax)
+            ax.set_title(f"{title}: {r.n_stable} stable of {r.n_components}")
+        figs["spectrum"] = fig
+
+    def score_fig(pairs: list[tuple[int, int | None]], title: str) -> Figure:
+        fig = _figure(figsize=(5.2 * len(pairs), 4.4))
+        axes = fig.subplots(1, len(pairs), squeeze=False)[0]
+        for ax, (a, b) in zip(axes, pairs, strict=True):
+            if b is None:
+                _scatter(ax, np.arange(len(scores)), scores[:, a], labels)
+                ax.set_xlabel("sample (index)")
+                ax.set_ylabel(_pc_label(ds, a))
+            else:
+                _scatter(ax, scores[:, a], scores[:, b], labels)
+                ax.set_xlabel(_pc_label(ds, a))
+                ax.set_ylabel(_pc_label(ds, b))
+        fig.suptitle(title)
+        return fig
+
+    if len(stable) >= 2:
+        figs["scores_stable"] = score_fig(
+            [(int(stable[0]), int(stable[1]))], "Top stable (covariance) PCs"
+        )
+    elif len(stable) == 1:
+        figs["scores_stable"] = score_fig(
+            [(int(stable[0]), None)], "The only stable (covariance) PC"
+        )
+    if len(shift):
+        pairs: list[tuple[int, int | None]] = []
+        for k in shift[:2]:
+            other = next((int(j) for j in stable), None)
+            if other is None:
+                other = next((int(j) for j in shift if j != k), None)
+            pairs.append((int(k), other))
+        figs["scores_mean_shift"] = score_fig(
+            pairs, "Mean-shift PCs (made by a shifted group of samples)"
+        )
+
+    # QC histograms.
+    fig = _figure(figsize=(12.8, 3.6))
+    a1, a2, a3, a4 = fig.subplots(1, 4)
+    p = np.asarray(ds["variant_allele_frequency"].values)
+    maf = np.minimum(p, 1 - p)
+    params = json.loads(ds.attrs["params"])
+    a1.hist(maf[np.isfinite(maf)], bins=50, color="0.5")
+    a1.axvline(params["min_maf"], color="tab:red", linestyle="--", label="min_maf")
+    a1.set_xlabel("minor allele frequency (all variants)")
+    a1.legend(fontsize="small")
+    vm = np.asarray(ds["variant_missing_rate"].values)
+    a2.hist(
+        vm,
+        bins=50,
+        range=(0.0, max(1.5 * params["max_variant_missing"], vm.max(), 0.01)),
+        color="0.5",
+    )
+    a2.axvline(params["max_variant_missing"], color="tab:red", linestyle="--")
+    a2.set_xlabel("variant missing rate")
+    cr = np.asarray(ds["sample_call_rate"].values)
+    lo = min(params["min_sample_call_rate"] - 0.05, float(cr.min()))
+    a3.hist(cr, bins=30, range=(max(lo, 0.0), 1.0), color="0.5")
+    a3.axvline(params["min_sample_call_rate"], color="tab:red", linestyle="--")
+    a3.set_xlabel("sample call rate")
+    vi = np.asarray(ds["variant_included"].values, bool)
+    pr = np.asarray(ds["variant_reference_frequency"].values)
+    a4.scatter(p[vi], pr[vi], s=2, alpha=0.3, color="tab:blue")
+    a4.plot([0, 1], [0, 1], color="black", linewidth=0.8)
+    a4.set_xlabel("all-sample frequency")
+    a4.set_ylabel("centring (reference) frequency")
+    for ax in (a1, a2, a3):
+        ax.set_ylabel("count")
+    fig.suptitle("QC")
+    figs["qc"] = fig
+    return figs
+
+
+def _group_table(ds: xr.Dataset) -> list[tuple[str, list[tuple[str, int, float, float]]]]:
+    """Per candidate eigenpair: mean and sd of scores per metadata group."""
+    if "sample_label" not in ds:
+        return []
+    inc = np.asarray(ds["sample_included"].values, bool)
+    labels = np.asarray(ds["sample_label"].values).astype(str)[inc]
+    scores = np.asarray(ds["sample_score"].values)[inc]
+    out = []
+    for k in np.flatnonzero(np.asarray(ds["candidate"].values)):
+        rows = []
+        for g in sorted(set(labels.tolist())):
+            v = scores[labels == g, k]
+            rows.append((g, int(v.size), float(v.mean()), float(v.std())))
+        out.append((_pc_label(ds, int(k)), rows))
+    return out
+
+
+def write_report(ds: xr.Dataset, an: Analysis | None, directory: Path) -> list[Path]:
+    """Write ``figures/*.png`` and a self-contained ``report.html`` (PNGs inlined)."""
+    figdir = directory / "figures"
+    figdir.mkdir(parents=True, exist_ok=True)
+    written: list[Path] = []
+    pngs: dict[str, bytes] = {}
+    for name, fig in make_figures(ds, an).items():
+        buf = _stdio.BytesIO()
+        fig.savefig(buf, format="png", dpi=110)
+        pngs[name] = buf.getvalue()
+        path = figdir / f"{name}.png"
+        path.write_bytes(pngs[name])
+        written.append(path)
+    page = directory / "report.html"
+    page.write_text(_report_html(ds, pngs), encoding="utf-8")
+    written.append(page)
+    return written
+
+
+#: The HTML page of the report, package data of :mod:`mspca_dask.genomics`.
+TEMPLATE = "templates/report.html"
+
+_CAPTIONS = {
+    "spectrum": "Eigenvalues (filled), where the knockoffs moved them (hollow), and the "
+    "Marchenko-Pastur bulk edge (dashed). Mean-shift spikes move; covariance spikes stay.",
+    "scores_stable": "Top stable PCs: covariance structure of the reference-like samples.",
+    "scores_mean_shift": "Mean-shift PCs: directions made by a shifted group of samples (e.g. "
+    "an admixed or distinct population).",
+    "qc": "Minor allele frequency, variant missingness, sample call rate (dashed: thresholds), "
+    "and centring vs all-sample frequency of the analysed variants.",
+}
+_EIG_HEADER = (
+    "eigenpair",
+    "eigenvalue",
+    "knockoff (median)",
+    "displacement",
+    "overlap",
+    "verdict",
+    "reason",
+)
+
+
+def _report_html(ds: xr.Dataset, pngs: Mapping[str, bytes]) -> str:
+    esc = html.escape
+    a = ds.attrs
+
+    def img(name: str, caption: str) -> str:
+        if name not in pngs:
+            return ""
+        b64 = base64.b64encode(pngs[name]).decode("ascii")
+        return (
+            f'<figure><img alt="{esc(name)}" src="data:image/png;base64,{b64}">'
+            f"<figcaption>{esc(caption)}</figcaption></figure>"
+        )
+
+    def table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+        head = "".join(f"<th>{esc(str(h))}</th>" for h in header)
+        body = "".join(
+            "<tr>" + "".join(f"<td>{esc(str(c))}</td>" for c in r) + "</tr>" for r in rows
+        )
+        return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+    kn = np.asarray(ds["knockoff_eigenvalue"].values)
+    eig_rows = [
+        (
+            k,
+            f"{float(ds['eigenvalue'].values[k]):.6g}",
+            f"{float(np.median(kn[:, k])):.6g}",
+            f"{float(ds['displacement'].values[k]):.4g}",
+            f"{float(ds['eigenvector_overlap'].values[k]):.3f}",
+            str(ds["verdict"].values[k]),
+            str(ds["reason"].values[k]),
+        )
+        for k in range(ds.sizes["component"])
+    ]
+    verdict = np.asarray(ds["verdict"].values).astype(str)
+    n_shift = int((verdict == "mean shift").sum())
+    n_stable = int((verdict == "stable").sum())
+    qc_rows = [*json.loads(a["qc_counts"]).items(), ("missing calls imputed", a["n_imputed_calls"])]
+    groups = "".join(
+        f"<h3>{esc(title)}</h3>"
+        + table(
+            ("group", "samples", "mean score", "sd"),
+            [(g, n, f"{m:.4g}", f"{s:.4g}") for g, n, m, s in rows],
+        )
+        for title, rows in _group_table(ds)
+    )
+    comparison = ""
+    if "centring_comparison" in a:
+        c = json.loads(a["centring_comparison"])
+        comparison = (
+            "<h2>What all-sample centring would have said</h2><p>"
+            + esc(c["description"])
+            + ". After all-sample centring the knockoff no longer "
+            "overlaps the shifted population, so its spike barely moves (compare the "
+            "displacements with the table above):</p>"
+            + table(
+                ("eigenpair", "eigenvalue", "knockoff (median)", "displacement", "verdict"),
+                [
+                    (k, f"{ev:.6g}", f"{kv:.6g}", f"{dv:.4g}", v)
+                    for k, (ev, kv, dv, v) in enumerate(
+                        zip(
+                            c["eigenvalue"],
+                            c["knockoff_eigenvalue"],
+                            c["displacement"],
+                            c["verdict"],
+                            strict=True,
+                        )
+                    )
+                ],
+            )
+        )
+    prov = [
+        ("job", a["job_name"]),
+        ("created (UTC)", a["created_utc"]),
+        ("input store", a["input_store"]),
+        ("input variable", a["input_variable"]),
+        ("input fingerprint", a["input_fingerprint"]),
+        ("job fingerprint", a["job_fingerprint"]),
+        ("reference", f"{a['reference_mode']}: {a['reference_description']}"),
+        ("scale from", a["scale_from"]),
+        ("seed", a["random_state"]),
+        (
+            "passes over the genotypes",
+            f"{a['n_passes']} ({a['n_passes_detail']})"
+            if "n_passes_detail" in a
+            else a["n_passes"],
+        ),
+        ("timings (s)", a["timings"]),
+        ("versions", a["versions"]),
+    ]
+    return _template().substitute(
+        job_name=esc(a["job_name"]),
+        n_stable=n_stable,
+        n_shift=n_shift,
+        n_components=ds.sizes["component"],
+        n_samples=a["n_samples_analysed"],
+        n_variants=a["n_variants_analysed"],
+        axes_note=esc(AXES_NOTE),
+        centring_note=esc(CENTRING_NOTE),
+        centring_this_run=esc(_centring_this_run(a)),
+        spectrum_figure=img("spectrum", _CAPTIONS["spectrum"]),
+        eigenpair_table=table(_EIG_HEADER, eig_rows),
+        comparison=comparison,
+        scores_stable_figure=img("scores_stable", _CAPTIONS["scores_stable"]),
+        scores_mean_shift_figure=img("scores_mean_shift", _CAPTIONS["scores_mean_shift"]),
+        groups=groups,
+        qc_table=table(("quantity", "count"), qc_rows),
+        qc_figure=img("qc", _CAPTIONS["qc"]),
+        provenance_table=table(("", ""), prov),
+        params=esc(json.dumps(json.loads(a["params"]), indent=2)),
+    )
+
+
+@functools.cache
+def _template() -> string.Template:
+    """The page, ``templates/report.html`` of this package (``$name`` placeholders)."""
+    text = resources.files(__package__).joinpath(TEMPLATE).read_text(encoding="utf-8")
+    return string.Template(text)
