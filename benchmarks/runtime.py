@@ -38,7 +38,7 @@ from _bench import RESULTS, SHARED_NOTE, dump, finish_info, machine_info, machin
 
 import mspca_dask
 from mspca_dask.api import _choose_solver
-from mspca_dask.sketch import orient
+from mspca_dask._passes import orient
 from mspca_dask.testing import paper_setting
 
 B_KNOCKOFFS = 5

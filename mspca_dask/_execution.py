@@ -1,6 +1,6 @@
 """Pass-by-pass execution: the only module that knows about schedulers and ``distributed``.
 
-A *pass* is one ``dask.compute`` of a dictionary of lazy products (:func:`sketch.pass_graph`)
+A *pass* is one ``dask.compute`` of a dictionary of lazy products (:func:`_passes.pass_graph`)
 that all read the same chunks; only their small NumPy results come back.  Keeping the
 passes separate (rather than one graph of several passes, or ``compute=False``) is what
 bounds memory: measured on a 1.46 GB input, one graph of several passes kept the input in
@@ -37,7 +37,7 @@ Dashboard
 ---------
 Every task key a pass computes (not the chunk reads) starts with the pass name —
 ``mspca-stats``, ``mspca-pass-3``, ``mspca-location-scores``, ``mspca-output`` — see
-:func:`sketch.name_pass`, and each pass is submitted inside a ``distributed.span`` of that
+:func:`_passes.name_pass`, and each pass is submitted inside a ``distributed.span`` of that
 name, so the task stream, the task groups and the span pages tell which pass is running.
 """
 
@@ -61,7 +61,7 @@ import numpy as np
 from dask.diagnostics import ProgressBar as _LocalProgressBar
 
 from .errors import ChunkReadError, ParameterError, SchedulerError
-from .sketch import PassGraph, name_pass
+from ._passes import PassGraph, name_pass
 
 __all__ = ["Executor", "PassRecord", "blas_threads", "connect_timeout", "worker_timeout"]
 

@@ -35,7 +35,7 @@ from . import rmt
 from ._execution import Executor
 from ._params import FitParams, check_location
 from ._safety import check_output_path
-from ._solver import (
+from ._engine.linalg import (
     LowRank,
     apply_operator,
     dense_operator,
@@ -63,7 +63,7 @@ from .matching import (
     within_group_variance,
 )
 from .result import MSPCAResult, open_result
-from .sketch import Oriented, orient, pass_graph
+from ._passes import Oriented, orient, pass_graph
 
 __all__ = ["fit", "open_result"]
 
