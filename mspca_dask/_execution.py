@@ -60,8 +60,8 @@ import dask
 import numpy as np
 from dask.diagnostics import ProgressBar as _LocalProgressBar
 
+from ._passes import Oriented, PassGraph, name_pass, pass_graph
 from .errors import ChunkReadError, ParameterError, SchedulerError
-from ._passes import PassGraph, name_pass
 
 __all__ = ["Executor", "PassRecord", "blas_threads", "connect_timeout", "worker_timeout"]
 
@@ -282,6 +282,15 @@ class Executor:
         return float(sum(p.seconds for p in self.passes))
 
     # ------------------------------------------------------------------ running
+    def run_pass(
+        self, data: Oriented, name: str, *, single: bool = False, **products: Any
+    ) -> dict[str, np.ndarray]:
+        """One read of ``data`` computing ``products`` (:func:`~mspca_dask._passes.pass_graph`).
+
+        This is the :class:`~mspca_dask._engine.spectra.PassRunner` protocol of the fit.
+        """
+        return self.run(name, pass_graph(data, single=single, **products))
+
     def run(self, name: str, graph: Mapping[str, Any]) -> dict[str, np.ndarray]:
         """Compute one pass and return its products as NumPy arrays.
 
