@@ -327,7 +327,9 @@ class Executor:
         # C order and aligned, whatever the transport delivered: the driver-side linear algebra
         # then takes the same BLAS paths on every run (bitwise reproducible results; NumPy
         # multiplies misaligned arrays without BLAS, in a different summation order).
-        return {k: np.require(v, requirements="CA") for k, v in zip(keys, values, strict=True)}
+        return {
+            k: np.require(v, requirements=["C", "A"]) for k, v in zip(keys, values, strict=True)
+        }
 
     def _run_distributed(self, name: str, arrays: list[Any], optimize: bool) -> list[Any]:
         from distributed import CancelledError, KilledWorker

@@ -134,7 +134,8 @@ def fit(
     -------
     MSPCAResult
         ``eigenvalues``, ``knockoff_eigenvalues``, ``stable``, ``components`` (the covariance
-        PCs), ``mean_shift_components``, ``scores`` and the reason behind every verdict.
+        PCs), ``mean_shift_components``, ``scores`` and the reason behind every verdict;
+        ``passes`` lists the reads of the data the fit made (``params["passes"]``).
 
     Notes
     -----

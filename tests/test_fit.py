@@ -237,12 +237,18 @@ def test_fit__reads_the_data_once_per_planned_pass(small, solver, location, chun
     res = mspca_dask.fit(src.array, n_components=5, solver=solver, location=location)
     assert res.n_passes == passes
     assert src.reads == passes * src.n_chunks
+    # the result's pass record names them, first the statistics, last the output
+    names = [p["name"] for p in res.passes]
+    assert len(names) == passes and names[0] == "mspca-stats" and names[-1] == "mspca-output"
+    assert "gram" in res.passes[0]["products"]
 
 
 def test_fit__randomized_reads_once_per_reported_pass_and_certifies(small):
     src = CountingReads(small, chunks=((100,) * 4, (200,)))
     res = mspca_dask.fit(src.array, n_components=5, solver="randomized", location=None)
-    assert src.reads == res.n_passes * src.n_chunks
+    assert src.reads == res.n_passes * src.n_chunks == len(res.passes) * src.n_chunks
+    # the scores come from the kept images of the Krylov basis: no output pass
+    assert all(p["name"].startswith("mspca-pass-") for p in res.passes[1:])
     spikes = res.eigenvalues > res.mp_edge
     assert np.all(res.eigenvalue_bounds[spikes] <= res.threshold / 10)
 
@@ -255,7 +261,9 @@ def test_fit__randomized_takes_scores_from_the_basis_without_an_output_pass(
 ):
     src = CountingReads(small, chunks=chunks)
     res = mspca_dask.fit(src.array, n_components=5, solver="randomized", location=None)
-    assert src.reads == res.n_passes * src.n_chunks
+    assert src.reads == res.n_passes * src.n_chunks == len(res.passes) * src.n_chunks
+    # the scores come from the kept images of the Krylov basis: no output pass
+    assert all(p["name"].startswith("mspca-pass-") for p in res.passes[1:])
     exact = mspca_dask.fit(small.to_numpy(), n_components=5, solver="exact", location=None)
     np.testing.assert_array_equal(res.stable, exact.stable)
     spikes = res.eigenvalues > res.mp_edge
