@@ -123,7 +123,7 @@ class Centre:
 
 
 @dataclass(frozen=True)
-class _Fit:
+class _Run:
     """What every step reads: the plan, the data's reader and the spectra of the solver."""
 
     plan: FitPlan
@@ -219,7 +219,7 @@ def run_fit(data: Oriented, plan: FitPlan, runner: PassRunner) -> FitOutput:
         width=plan.sketch_width,
     )
     read = PassReader(data, runner)
-    fit = _Fit(plan, read, make_spectra(plan, read))
+    fit = _Run(plan, read, make_spectra(plan, read))
     knock = Knockoffs(draws.knock_dirs, draws.memberships, None, prm.knockoff_weight)
     centre = Centre(mu=plan.location.vector)
     moments, knock, centre = _first_pass(fit, knock, centre, draws.omega)
@@ -234,7 +234,7 @@ def run_fit(data: Oriented, plan: FitPlan, runner: PassRunner) -> FitOutput:
 
 
 def _first_pass(
-    fit: _Fit, knock: Knockoffs, centre: Centre, omega: np.ndarray
+    fit: _Run, knock: Knockoffs, centre: Centre, omega: np.ndarray
 ) -> tuple[Moments, Knockoffs, Centre]:
     """Statistics, the knockoffs' images and the solver's first product, in one read."""
     plan, B = fit.plan, fit.plan.params.n_knockoffs
@@ -262,7 +262,7 @@ def _first_pass(
     return moments, replace(knock, images=images), centre
 
 
-def _check_stats(fit: _Fit, out: dict[str, np.ndarray]) -> None:
+def _check_stats(fit: _Run, out: dict[str, np.ndarray]) -> None:
     """Refuse non-finite values, overflowing squares and constant features."""
     row_bad, col_bad = out["row_nonfinite"], out["col_nonfinite"]
     total = int(col_bad.sum())
@@ -298,7 +298,7 @@ def _check_stats(fit: _Fit, out: dict[str, np.ndarray]) -> None:
 
 
 def _estimate_location(
-    fit: _Fit, m: Moments, knock: Knockoffs, draws: Draws
+    fit: _Run, m: Moments, knock: Knockoffs, draws: Draws
 ) -> tuple[Centre, Knockoffs]:
     """The inlier location ``μ = x̄ + V_k·offsets`` from the candidates' score columns."""
     prm, n, spectra = fit.plan.params, fit.n, fit.spectra
@@ -335,7 +335,7 @@ def _estimate_location(
 
 
 def _preliminary_spectrum(
-    fit: _Fit, m: Moments, knock: Knockoffs, xbar: np.ndarray
+    fit: _Run, m: Moments, knock: Knockoffs, xbar: np.ndarray
 ) -> tuple[Spectrum, list[Term]]:
     """Spectrum of the mean-centred data, converged loosely (it only ranks samples)."""
     X_xbar = fit.spectra.apply(np.ones((fit.n, 1)))[:, 0] / fit.n if fit.dual else None
@@ -385,7 +385,7 @@ def _with_groups(
 
 
 def _knockoff_spectra(
-    fit: _Fit, knock: Knockoffs, base: LowRank, base_terms: list[Term], strength: float
+    fit: _Run, knock: Knockoffs, base: LowRank, base_terms: list[Term], strength: float
 ) -> list[Spectrum]:
     """The top ``K + KNOCKOFF_EXTRA`` eigenpairs of each of the B knockoff operators."""
     return [
@@ -399,7 +399,7 @@ def _knockoff_spectra(
 
 
 def _converge(
-    fit: _Fit, m: Moments, knock: Knockoffs, centre: Centre, base_terms: list[Term]
+    fit: _Run, m: Moments, knock: Knockoffs, centre: Centre, base_terms: list[Term]
 ) -> tuple[Spectrum, list[Spectrum], float, float, float]:
     """The original and the knockoff spectra, certified (randomized solver: pass by pass)."""
     prm, spectra, read = fit.plan.params, fit.spectra, fit.read
@@ -453,7 +453,7 @@ def _converge(
 
 
 def _finish(
-    fit: _Fit,
+    fit: _Run,
     m: Moments,
     knock: Knockoffs,
     centre: Centre,
@@ -534,7 +534,7 @@ def _finish(
 
 
 def _feature_overlaps(
-    fit: _Fit,
+    fit: _Run,
     knock: Knockoffs,
     centre: Centre,
     spec: Spectrum,
@@ -564,7 +564,7 @@ def _feature_overlaps(
     return np.clip(np.abs(inner / norm), 0.0, 1.0)
 
 
-def _output(fit: _Fit, centre: Centre, spec: Spectrum) -> tuple[np.ndarray, np.ndarray]:
+def _output(fit: _Run, centre: Centre, spec: Spectrum) -> tuple[np.ndarray, np.ndarray]:
     """Components (K, d) and scores (n, K), from the basis's images or by the output pass."""
     n, U, mu = fit.n, spec.vectors, centre.mu
     image = fit.spectra.basis_image(U)
