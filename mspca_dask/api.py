@@ -200,7 +200,7 @@ def fit(
         params.as_dict(),
         variable=variable,
         sample_dim=sample_dim,
-        location="given" if plan.location.mode == "given" else plan.location.mode,
+        location=plan.location.mode,
         solver=plan.solver,
         source=src.description,
         scheduler=where,
