@@ -6,8 +6,9 @@
 * :func:`run_measured` — run a Python snippet in a fresh subprocess, sample its memory from
   the outside, and return what it printed as JSON (so every measurement starts from a clean
   interpreter and the peak is not polluted by the benchmark's own arrays);
-* :func:`record_passes` — make ``mspca_dask.fit`` keep its executor, whose pass records hold
-  the name, products and seconds of every pass (benchmark-side instrumentation only);
+* :func:`record_passes` — make the genomics job's fits keep their executors (only
+  ``genomics_vs_plink2.py`` needs it: the job returns its Dataset, not the fit's result; a
+  fit's own passes are ``MSPCAResult.passes``);
 * :func:`write_zarr_store` — a simulated spiked mixture written chunk by chunk, float32.
 
 No path of the machine is recorded: temporary stores live in ``tempfile.mkdtemp()``.

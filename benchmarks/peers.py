@@ -59,8 +59,6 @@ from _bench import (
 )
 
 COMMON = """
-from _bench import record_passes, passes_of
-execs = record_passes()
 import dask.array as da
 import mspca_dask
 path, K = {path!r}, {K}

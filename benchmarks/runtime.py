@@ -37,8 +37,8 @@ import scipy.linalg as sla
 from _bench import RESULTS, SHARED_NOTE, dump, finish_info, machine_info, machine_line, median
 
 import mspca_dask
-from mspca_dask.api import _choose_solver
-from mspca_dask.sketch import orient
+from mspca_dask._engine.plan import choose_solver
+from mspca_dask._passes import orient
 from mspca_dask.testing import paper_setting
 
 B_KNOCKOFFS = 5
@@ -165,9 +165,8 @@ def grid(ns: list[int], ds: list[int], K: int, repeats: int) -> list[dict[str, A
                 if solver == "exact" and min(n, d) > 8192:
                     continue
                 row[solver] = timed(fit_fn(X, K, solver=solver, location=None), repeats)
-            row["auto_choice"] = _choose_solver(
-                "auto", orient(da.from_array(X)), K, B_KNOCKOFFS, 10
-            )
+            data = orient(da.from_array(X))
+            row["auto_choice"] = choose_solver("auto", data.m, data.p, K, B_KNOCKOFFS, 10)
             out.append(row)
             print(
                 f"n={n} d={d}: exact {row['exact']['seconds']:.2f} s, randomized "
@@ -433,7 +432,7 @@ def write(
         f"Median relative error of the fit: exact {m['median_rel_error_exact']:.0%}, "
         f"randomized {m['median_rel_error_randomized']:.0%}. The fitted model picks the "
         f"faster solver on {m['model_picks_faster']} grid points; the rule in "
-        f"`api._choose_solver` (its constants as at this run) on "
+        f"`_engine.plan.choose_solver` (its constants as at this run) on "
         f"{m['current_auto_picks_faster']}. The slower pick, where there is one, takes at most "
         f"{m.get('model_choice_slowdown_max', float('nan')):.2f}× (fitted model) and "
         f"{m.get('current_auto_slowdown_max', float('nan')):.2f}× (`api`) the faster solver's "

@@ -170,8 +170,6 @@ def pass_kernel(products: list[str]) -> str:
 
 # ---------------------------------------------------------------------------- the fit
 FIT_CODE = """
-from _bench import record_passes, passes_of
-execs = record_passes()
 import dask.array as da
 import mspca_dask
 source = {source}
@@ -181,7 +179,7 @@ res = mspca_dask.fit(source, n_components={K}, solver={solver!r}, location={loca
 seconds = time.perf_counter() - t0
 print(json.dumps(dict(
     seconds=seconds, n_passes=int(res.n_passes), solver=res.solver,
-    passes=passes_of(execs[-1]), eigenvalues=res.eigenvalues.tolist(),
+    passes=res.passes, eigenvalues=res.eigenvalues.tolist(),
     knockoff_eigenvalues_all=res.knockoff_eigenvalues_all.tolist(),
     stable=res.stable.tolist(), bounds=res.eigenvalue_bounds.tolist())))
 """

@@ -1,6 +1,6 @@
 """Pass-by-pass execution: the only module that knows about schedulers and ``distributed``.
 
-A *pass* is one ``dask.compute`` of a dictionary of lazy products (:func:`sketch.pass_graph`)
+A *pass* is one ``dask.compute`` of a dictionary of lazy products (:func:`_passes.pass_graph`)
 that all read the same chunks; only their small NumPy results come back.  Keeping the
 passes separate (rather than one graph of several passes, or ``compute=False``) is what
 bounds memory: measured on a 1.46 GB input, one graph of several passes kept the input in
@@ -37,7 +37,7 @@ Dashboard
 ---------
 Every task key a pass computes (not the chunk reads) starts with the pass name —
 ``mspca-stats``, ``mspca-pass-3``, ``mspca-location-scores``, ``mspca-output`` — see
-:func:`sketch.name_pass`, and each pass is submitted inside a ``distributed.span`` of that
+:func:`_passes.name_pass`, and each pass is submitted inside a ``distributed.span`` of that
 name, so the task stream, the task groups and the span pages tell which pass is running.
 """
 
@@ -60,8 +60,8 @@ import dask
 import numpy as np
 from dask.diagnostics import ProgressBar as _LocalProgressBar
 
+from ._passes import Oriented, PassGraph, name_pass, pass_graph
 from .errors import ChunkReadError, ParameterError, SchedulerError
-from .sketch import PassGraph, name_pass
 
 __all__ = ["Executor", "PassRecord", "blas_threads", "connect_timeout", "worker_timeout"]
 
@@ -282,6 +282,15 @@ class Executor:
         return float(sum(p.seconds for p in self.passes))
 
     # ------------------------------------------------------------------ running
+    def run_pass(
+        self, data: Oriented, name: str, *, single: bool = False, **products: Any
+    ) -> dict[str, np.ndarray]:
+        """One read of ``data`` computing ``products`` (:func:`~mspca_dask._passes.pass_graph`).
+
+        This is the :class:`~mspca_dask._engine.spectra.PassRunner` protocol of the fit.
+        """
+        return self.run(name, pass_graph(data, single=single, **products))
+
     def run(self, name: str, graph: Mapping[str, Any]) -> dict[str, np.ndarray]:
         """Compute one pass and return its products as NumPy arrays.
 
@@ -318,7 +327,9 @@ class Executor:
         # C order and aligned, whatever the transport delivered: the driver-side linear algebra
         # then takes the same BLAS paths on every run (bitwise reproducible results; NumPy
         # multiplies misaligned arrays without BLAS, in a different summation order).
-        return {k: np.require(v, requirements="CA") for k, v in zip(keys, values, strict=True)}
+        return {
+            k: np.require(v, requirements=["C", "A"]) for k, v in zip(keys, values, strict=True)
+        }
 
     def _run_distributed(self, name: str, arrays: list[Any], optimize: bool) -> list[Any]:
         from distributed import CancelledError, KilledWorker

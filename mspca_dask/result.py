@@ -306,10 +306,26 @@ class MSPCAResult:
 
     @property
     def knockoff_eigenvalues(self) -> np.ndarray:
-        """(K',) ndarray: eigenvalues of the first knockoff spectrum (NaN if ``B = 0``)."""
+        """(K,) ndarray: the same eigenvalues after the (first) knockoff (NaN if ``B = 0``).
+
+        Entry ``i`` is the eigenvalue of the first knockoff's spectrum matched to eigenpair
+        ``i``: row 0 of :attr:`matched_knockoff_eigenvalues`.  The first knockoff's own
+        spectrum, unmatched and ``(K',)``, is ``knockoff_eigenvalues_all[0]``.
+        """
         if self.n_knockoffs == 0:
             return np.full(self.n_components, np.nan)
-        return np.asarray(self.knockoff_eigenvalues_all)[0]
+        return self.matched_knockoff_eigenvalues[0]
+
+    @property
+    def passes(self) -> list[dict[str, Any]]:
+        """The passes over the data the fit made, in order (``params["passes"]``).
+
+        Each is a dict with the pass ``name`` (``"mspca-stats"``, ``"mspca-pass-3"``,
+        ``"mspca-output"``, ...), the ``products`` it computed and its wall-clock
+        ``seconds``; ``len(result.passes) == result.n_passes``.  Empty for a result built
+        without a record (by hand, or stored before passes were recorded).
+        """
+        return [dict(p) for p in self.params.get("passes", [])]
 
     @property
     def matched_knockoff_eigenvalues(self) -> np.ndarray:

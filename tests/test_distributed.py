@@ -32,7 +32,7 @@ from distributed.utils import key_split, key_split_group
 import mspca_dask
 from mspca_dask import SchedulerError
 from mspca_dask._execution import Executor, blas_threads
-from mspca_dask.sketch import name_pass, orient, pass_graph
+from mspca_dask._passes import name_pass, orient, pass_graph
 from mspca_dask.testing import paper_setting
 
 pytestmark = pytest.mark.timeout(120)

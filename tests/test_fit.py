@@ -13,7 +13,8 @@ import zarr
 
 import mspca_dask
 from mspca_dask import rmt
-from mspca_dask.api import KNOCKOFF_EXTRA
+from mspca_dask._engine import spectra
+from mspca_dask._engine.plan import KNOCKOFF_EXTRA
 from mspca_dask.location import candidate_location
 from mspca_dask.matching import (
     check_invariance,
@@ -24,8 +25,20 @@ from mspca_dask.matching import (
 from mspca_dask.testing import alignment, make_spiked_mixture, paper_setting
 
 
-def reference_mspca(X, K, *, location, random_state, B=5, weight=1.0, factor=2.0, C=3.0,
-                    min_overlap=0.5, margin=4.0, auto=False):
+def reference_mspca(
+    X,
+    K,
+    *,
+    location,
+    random_state,
+    B=5,
+    weight=1.0,
+    factor=2.0,
+    C=3.0,
+    min_overlap=0.5,
+    margin=4.0,
+    auto=False,
+):
     """Dense MS-PCA that materialises every knockoff matrix (no low-rank algebra).
 
     ``auto``: ``location`` came from ``location="auto"``; the groups that the location rule
@@ -69,12 +82,28 @@ def reference_mspca(X, K, *, location, random_state, B=5, weight=1.0, factor=2.0
         ovs.append(np.abs(U.T @ Vk[:, ::-1][:, : K + KNOCKOFF_EXTRA]))
     edge = rmt.mp_edges(c, s2)[1]
     inliers = ~np.any(groups > 0, axis=1) if groups.shape[1] else None
-    chk = check_invariance(lam, np.array(knock), np.array(ovs), threshold=eps, edge=edge,
-                           margin=margin * rmt.tracy_widom_scale(n, d, s2), min_overlap=min_overlap,
-                           shift_z=shift_evidence(Xl @ U, memb, inliers),
-                           z_threshold=shift_z_threshold(K),
-                           within=within_group_variance(Xl @ U, groups) if groups.shape[1] else None)
-    return dict(eigenvalues=lam, knockoff=np.array(knock), stable=chk.stable, vectors=U, scores=Xl @ U, s2=s2, eps=eps, t2=t2)
+    chk = check_invariance(
+        lam,
+        np.array(knock),
+        np.array(ovs),
+        threshold=eps,
+        edge=edge,
+        margin=margin * rmt.tracy_widom_scale(n, d, s2),
+        min_overlap=min_overlap,
+        shift_z=shift_evidence(Xl @ U, memb, inliers),
+        z_threshold=shift_z_threshold(K),
+        within=within_group_variance(Xl @ U, groups) if groups.shape[1] else None,
+    )
+    return dict(
+        eigenvalues=lam,
+        knockoff=np.array(knock),
+        stable=chk.stable,
+        vectors=U,
+        scores=Xl @ U,
+        s2=s2,
+        eps=eps,
+        t2=t2,
+    )
 
 
 def _align_signs(A, B):
@@ -97,7 +126,13 @@ def test_fit__matches_dense_reference(small, solver, orientation, location):
     # Row chunks spanning all features -> primal; column chunks spanning all samples -> dual.
     chunks = (100, -1) if orientation == "primal" else (-1, 50)
     loc = {"none": None, "given": X[small.membership == 0].mean(axis=0), "auto": "auto"}[location]
-    res = mspca_dask.fit(da.from_array(X, chunks=chunks), n_components=6, location=loc, solver=solver, random_state=11)
+    res = mspca_dask.fit(
+        da.from_array(X, chunks=chunks),
+        n_components=6,
+        location=loc,
+        solver=solver,
+        random_state=11,
+    )
     ref_loc = None if location == "none" else (loc if location == "given" else res.location)
     ref = reference_mspca(X, 6, location=ref_loc, random_state=11, auto=location == "auto")
     spikes = ref["eigenvalues"] > rmt.mp_edges(X.shape[1] / X.shape[0], ref["s2"])[1]
@@ -108,7 +143,11 @@ def test_fit__matches_dense_reference(small, solver, orientation, location):
         np.testing.assert_allclose(res.eigenvalues[spikes], ref["eigenvalues"][spikes], rtol=1e-8)
         np.testing.assert_allclose(res.knockoff_eigenvalues_all, ref["knockoff"], rtol=1e-8)
         np.testing.assert_allclose(V, _align_signs(V, ref["vectors"][:, spikes]), atol=1e-6)
-        np.testing.assert_allclose(res.scores[:, spikes], _align_signs(res.scores[:, spikes], ref["scores"][:, spikes]), atol=1e-6)
+        np.testing.assert_allclose(
+            res.scores[:, spikes],
+            _align_signs(res.scores[:, spikes], ref["scores"][:, spikes]),
+            atol=1e-6,
+        )
     else:
         # The certificate is the contract: the true error is within the reported bound, and
         # the bound is within a tenth of the invariance threshold.
@@ -146,7 +185,9 @@ def test_fit__paper_setting_defaults_return_the_clean_covariance_pc():
 def test_fit__does_not_depend_on_chunking(small, solver):
     X = small.to_numpy()
     a = mspca_dask.fit(da.from_array(X, chunks=(100, -1)), n_components=5, solver=solver)
-    b = mspca_dask.fit(da.from_array(X, chunks=((37, 163, 200), (120, 80))), n_components=5, solver=solver)
+    b = mspca_dask.fit(
+        da.from_array(X, chunks=((37, 163, 200), (120, 80))), n_components=5, solver=solver
+    )
     np.testing.assert_allclose(a.eigenvalues, b.eigenvalues, rtol=1e-10)
     np.testing.assert_allclose(a.knockoff_eigenvalues_all, b.knockoff_eigenvalues_all, rtol=1e-10)
     np.testing.assert_array_equal(a.stable, b.stable)
@@ -190,16 +231,24 @@ class CountingReads:
     ],
 )
 def test_fit__reads_the_data_once_per_planned_pass(small, solver, location, chunks, passes):
-    src = CountingReads(small, chunks=((100,) * 4, (200,)) if chunks[1] == -1 else ((400,), (50,) * 4))
+    src = CountingReads(
+        small, chunks=((100,) * 4, (200,)) if chunks[1] == -1 else ((400,), (50,) * 4)
+    )
     res = mspca_dask.fit(src.array, n_components=5, solver=solver, location=location)
     assert res.n_passes == passes
     assert src.reads == passes * src.n_chunks
+    # the result's pass record names them, first the statistics, last the output
+    names = [p["name"] for p in res.passes]
+    assert len(names) == passes and names[0] == "mspca-stats" and names[-1] == "mspca-output"
+    assert "gram" in res.passes[0]["products"]
 
 
 def test_fit__randomized_reads_once_per_reported_pass_and_certifies(small):
     src = CountingReads(small, chunks=((100,) * 4, (200,)))
     res = mspca_dask.fit(src.array, n_components=5, solver="randomized", location=None)
-    assert src.reads == res.n_passes * src.n_chunks
+    assert src.reads == res.n_passes * src.n_chunks == len(res.passes) * src.n_chunks
+    # the scores come from the kept images of the Krylov basis: no output pass
+    assert all(p["name"].startswith("mspca-pass-") for p in res.passes[1:])
     spikes = res.eigenvalues > res.mp_edge
     assert np.all(res.eigenvalue_bounds[spikes] <= res.threshold / 10)
 
@@ -212,7 +261,9 @@ def test_fit__randomized_takes_scores_from_the_basis_without_an_output_pass(
 ):
     src = CountingReads(small, chunks=chunks)
     res = mspca_dask.fit(src.array, n_components=5, solver="randomized", location=None)
-    assert src.reads == res.n_passes * src.n_chunks
+    assert src.reads == res.n_passes * src.n_chunks == len(res.passes) * src.n_chunks
+    # the scores come from the kept images of the Krylov basis: no output pass
+    assert all(p["name"].startswith("mspca-pass-") for p in res.passes[1:])
     exact = mspca_dask.fit(small.to_numpy(), n_components=5, solver="exact", location=None)
     np.testing.assert_array_equal(res.stable, exact.stable)
     spikes = res.eigenvalues > res.mp_edge
@@ -223,7 +274,7 @@ def test_fit__randomized_takes_scores_from_the_basis_without_an_output_pass(
         np.testing.assert_allclose(res.scores, X @ res.eigenvectors.T, rtol=1e-9, atol=1e-9)
     # Over the driver budget for the basis's images, the scores take one more read of the
     # data and come out the same.
-    monkeypatch.setattr(mspca_dask.api, "BASIS_IMAGE_BUDGET", 0)
+    monkeypatch.setattr(spectra, "BASIS_IMAGE_BUDGET", 0)
     src2 = CountingReads(small, chunks=chunks)
     again = mspca_dask.fit(src2.array, n_components=5, solver="randomized", location=None)
     assert again.n_passes == res.n_passes + 1
@@ -234,7 +285,9 @@ def test_fit__randomized_takes_scores_from_the_basis_without_an_output_pass(
 
 def test_fit__randomized_warns_when_pass_budget_is_too_small(small):
     with pytest.warns(mspca_dask.ConvergenceWarning, match="pass budget"):
-        mspca_dask.fit(small.to_numpy(), n_components=5, solver="randomized", location=None, max_passes=3)
+        mspca_dask.fit(
+            small.to_numpy(), n_components=5, solver="randomized", location=None, max_passes=3
+        )
 
 
 def test_fit__opening_a_source_computes_nothing(small):
@@ -256,7 +309,9 @@ def test_fit__no_spike_warns_and_returns_empty_components():
 
 @pytest.mark.parametrize("zarr_format", [2, 3])
 def test_fit__zarr_store_path_gives_the_numpy_result(small, tmp_path, zarr_format):
-    path = small.write_zarr(str(tmp_path / "x.zarr"), chunks=(128, None), zarr_format=zarr_format, name="X")
+    path = small.write_zarr(
+        str(tmp_path / "x.zarr"), chunks=(128, None), zarr_format=zarr_format, name="X"
+    )
     a = mspca_dask.fit(path, n_components=4, variable="X")
     b = mspca_dask.fit(small.to_numpy(), n_components=4)
     np.testing.assert_allclose(a.eigenvalues, b.eigenvalues, rtol=1e-10)
@@ -289,7 +344,10 @@ def test_fit__raises_on_nan_with_position():
     X = np.random.default_rng(0).standard_normal((50, 10))
     X[17, 4] = np.nan
     X[30, 4] = np.inf
-    with pytest.raises(mspca_dask.NonFiniteError, match=r"2 NaN or infinite.*sample is index 17.*feature is index 4"):
+    with pytest.raises(
+        mspca_dask.NonFiniteError,
+        match=r"2 NaN or infinite.*sample is index 17.*feature is index 4",
+    ):
         mspca_dask.fit(da.from_array(X, chunks=(20, 5)), n_components=2)
 
 
@@ -363,7 +421,9 @@ def test_fit__raises_on_corrupt_chunk(tmp_path, small):
     path = tmp_path / "c.zarr"
     z = zarr.create_array(str(path), shape=(400, 200), chunks=(100, 200), dtype="f8")
     z[:] = small.to_numpy()
-    chunk = next(p for p in path.rglob("*") if p.is_file() and p.parent.name == "0" and p.name == "0")
+    chunk = next(
+        p for p in path.rglob("*") if p.is_file() and p.parent.name == "0" and p.name == "0"
+    )
     chunk.write_bytes(b"\x00garbage" * 7)
     with pytest.raises(mspca_dask.ChunkReadError, match="c.zarr"):
         mspca_dask.fit(str(path), n_components=2)
@@ -372,7 +432,9 @@ def test_fit__raises_on_corrupt_chunk(tmp_path, small):
 def test_fit__float32_store_is_read_and_accumulated_in_float64(small):
     # the exact path: its Gram matrix is accumulated in float64 from float32 chunks
     X = small.to_numpy()
-    a = mspca_dask.fit(da.from_array(X.astype(np.float32), chunks=(100, -1)), n_components=4, solver="exact")
+    a = mspca_dask.fit(
+        da.from_array(X.astype(np.float32), chunks=(100, -1)), n_components=4, solver="exact"
+    )
     b = mspca_dask.fit(X.astype(np.float32).astype(np.float64), n_components=4, solver="exact")
     np.testing.assert_allclose(a.eigenvalues, b.eigenvalues, rtol=1e-10)
 
@@ -381,30 +443,40 @@ def test_fit__float32_store_is_read_and_accumulated_in_float64(small):
 def test_fit__randomized_on_float32_runs_single_precision_products_within_its_bounds(small, chunks):
     X32 = small.to_numpy().astype(np.float32)
     exact = mspca_dask.fit(X32.astype(np.float64), n_components=4, solver="exact", location=None)
-    res = mspca_dask.fit(da.from_array(X32, chunks=chunks), n_components=4, solver="randomized", location=None)
+    res = mspca_dask.fit(
+        da.from_array(X32, chunks=chunks), n_components=4, solver="randomized", location=None
+    )
     assert res.params["precision"] == "float32"
     assert "float32 products" in res.summary()
     spikes = res.eigenvalues > res.mp_edge
     assert spikes.any()
     # the bounds carry the estimated float32 rounding and still hold against float64 truth
     assert np.all(res.eigenvalue_bounds > 1e-8)
-    assert np.all(np.abs(res.eigenvalues - exact.eigenvalues)[spikes] <= res.eigenvalue_bounds[spikes])
+    assert np.all(
+        np.abs(res.eigenvalues - exact.eigenvalues)[spikes] <= res.eigenvalue_bounds[spikes]
+    )
     np.testing.assert_array_equal(res.stable, exact.stable)
 
 
 def test_fit__float32_data_far_from_zero_fall_back_to_float64_products(small):
     # A mean 1000 times the spread: float32 products would lose the spectrum to cancellation.
     X32 = (small.to_numpy() + 1000.0).astype(np.float32)
-    res = mspca_dask.fit(da.from_array(X32, chunks=(100, -1)), n_components=4, solver="randomized", location=None)
+    res = mspca_dask.fit(
+        da.from_array(X32, chunks=(100, -1)), n_components=4, solver="randomized", location=None
+    )
     assert res.params["precision"] == "float64"
     exact = mspca_dask.fit(X32.astype(np.float64), n_components=4, solver="exact", location=None)
     spikes = res.eigenvalues > res.mp_edge
-    assert np.all(np.abs(res.eigenvalues - exact.eigenvalues)[spikes] <= res.eigenvalue_bounds[spikes])
+    assert np.all(
+        np.abs(res.eigenvalues - exact.eigenvalues)[spikes] <= res.eigenvalue_bounds[spikes]
+    )
 
 
 def test_fit__exact_solver_keeps_float64_products_on_float32_data(small):
     X32 = small.to_numpy().astype(np.float32)
-    res = mspca_dask.fit(da.from_array(X32, chunks=(100, -1)), n_components=4, solver="exact", location=None)
+    res = mspca_dask.fit(
+        da.from_array(X32, chunks=(100, -1)), n_components=4, solver="exact", location=None
+    )
     assert res.params["precision"] == "float64"
 
 
@@ -414,7 +486,11 @@ def test_fit__randomized_stops_on_certified_spikes_and_still_finds_a_weak_one(se
     # the candidate line (edge + 4 Tracy-Widom units, 0.034): the iteration stops without
     # certifying the bulk Ritz values, and not before the weak spike has climbed above the line.
     model = make_spiked_mixture(
-        4000, 400, covariance_spikes=(0.5, 1.2), mean_shift_weights=(0.1,), mean_shift_strengths=(1.0,),
+        4000,
+        400,
+        covariance_spikes=(0.5, 1.2),
+        mean_shift_weights=(0.1,),
+        mean_shift_strengths=(1.0,),
         random_state=seed,
     )
     X = model.to_numpy()
@@ -425,15 +501,21 @@ def test_fit__randomized_stops_on_certified_spikes_and_still_finds_a_weak_one(se
     np.testing.assert_array_equal(res.stable, exact.stable)
     spikes = res.eigenvalues > res.mp_edge
     assert np.all(res.eigenvalue_bounds[spikes] <= res.threshold / 10)
-    assert np.all(np.abs(res.eigenvalues - exact.eigenvalues)[spikes] <= res.eigenvalue_bounds[spikes])
+    assert np.all(
+        np.abs(res.eigenvalues - exact.eigenvalues)[spikes] <= res.eigenvalue_bounds[spikes]
+    )
     assert res.eigenvalue_bounds[~spikes].max() > res.threshold / 10  # the bulk was not waited for
 
 
 def test_fit__several_spikes_and_clusters():
     c = 0.5
     model = make_spiked_mixture(
-        800, 400, covariance_spikes=(3 * np.sqrt(c), 2 * np.sqrt(c)), mean_shift_weights=(0.1, 0.15),
-        mean_shift_strengths=(5 * np.sqrt(c), 4 * np.sqrt(c)), random_state=2,
+        800,
+        400,
+        covariance_spikes=(3 * np.sqrt(c), 2 * np.sqrt(c)),
+        mean_shift_weights=(0.1, 0.15),
+        mean_shift_strengths=(5 * np.sqrt(c), 4 * np.sqrt(c)),
+        random_state=2,
     )
     res = mspca_dask.fit(model.to_numpy(), n_components=8)
     assert res.stable.sum() == 2
@@ -466,8 +548,12 @@ def test_fit__verdict_of_the_last_pair_does_not_depend_on_n_components():
     stable at K = 5; with K + 2 knockoff pairs the verdicts agree.
     """
     m = make_spiked_mixture(
-        600, 300, covariance_spikes=(6.0, 3.0), mean_shift_weights=(0.1,),
-        mean_shift_strengths=(8.0,), random_state=2,
+        600,
+        300,
+        covariance_spikes=(6.0, 3.0),
+        mean_shift_weights=(0.1,),
+        mean_shift_strengths=(8.0,),
+        random_state=2,
     )
     X = m.to_numpy()
     three = mspca_dask.fit(X, n_components=3, random_state=2)

@@ -160,7 +160,7 @@ def test_top_eigh__small_dense_eigensolves_run_on_one_blas_thread(
 ) -> None:
     import threadpoolctl
 
-    from mspca_dask import _solver
+    from mspca_dask._engine import linalg as _solver
 
     seen: list[int] = []
     eigh = _solver.sla.eigh

@@ -115,7 +115,7 @@ def test_properties__select_by_verdict(res: MSPCAResult) -> None:
     assert res.n_components == K
     assert res.n_knockoffs == B
     assert res.n_stable == 2
-    assert_array_equal(res.knockoff_eigenvalues, res.knockoff_eigenvalues_all[0])
+    assert_array_equal(res.knockoff_eigenvalues, res.matched_knockoff_eigenvalues[0])
     assert res.knockoff_eigenvalues.shape == (K,)
     assert_array_equal(res.components, res.eigenvectors[[0, 2]])
     assert res.components.shape == (2, D)
@@ -271,7 +271,11 @@ def test_transform__raises_on_1d_input(res: MSPCAResult) -> None:
 def test_to_dataset__follows_schema(res: MSPCAResult) -> None:
     ds = res.to_dataset()
     assert dict(ds.sizes) == {
-        "component": K, "knockoff": B, "knockoff_component": K, "samples": N, "features": D
+        "component": K,
+        "knockoff": B,
+        "knockoff_component": K,
+        "samples": N,
+        "features": D,
     }
     for name, spec in RESULT_VARIABLES.items():
         dims = tuple(
@@ -304,6 +308,30 @@ def test_matched_knockoff_eigenvalues__follow_the_match() -> None:
     assert_array_equal(back.knockoff_match, match)
     # Without stored matches the same-index eigenvalues are shown.
     assert_array_equal(make_result(knockoff_match=None).matched_knockoff_eigenvalues, knock)
+
+
+def test_knockoff_eigenvalues__are_the_first_knockoffs_matched_K_values() -> None:
+    """The documented (K,) "same eigenvalues after the knockoff", not the raw (K',) spectrum."""
+    eig = np.array([9.5, 6.25, 4.125, 2.9])
+    # the knockoff's own spike on top pushes every eigenpair down one place
+    knock = np.tile(np.array([20.0, 9.5, 6.25, 4.125, 2.9, 1.0]), (B, 1))
+    match = np.tile(np.array([1, 2, 3, 4]), (B, 1))
+    r = make_result(knockoff_eigenvalues_all=knock, knockoff_match=match)
+    assert r.knockoff_eigenvalues.shape == (K,)
+    assert_array_equal(r.knockoff_eigenvalues, eig)
+    assert r.knockoff_eigenvalues_all[0].shape == (K + 2,)
+
+
+def test_passes__come_from_params_and_survive_the_store(tmp_path) -> None:
+    record = [
+        {"name": "mspca-stats", "products": ["stats", "gram"], "seconds": 0.5},
+        {"name": "mspca-output", "products": ["keep"], "seconds": 0.25},
+    ]
+    r = make_result(params={"n_components": K, "passes": record})
+    assert r.passes == record
+    assert make_result().passes == []  # a result built by hand has no record
+    back = open_result(r.to_zarr(str(tmp_path / "r.zarr")))
+    assert back.passes == record
 
 
 def test_to_dataset__omits_none(res: MSPCAResult) -> None:
@@ -454,8 +482,16 @@ def test_summary__lists_every_eigenpair(res: MSPCAResult) -> None:
         assert reason in text
     for verdict in set(VERDICTS):
         assert verdict in text
-    for needle in ("n = 20", "d = 6", "1.0625", "Marchenko–Pastur edge = 3", "ε = 0.1",
-                   "θ'² = 7.625", "solver = exact", "passes = 2"):
+    for needle in (
+        "n = 20",
+        "d = 6",
+        "1.0625",
+        "Marchenko–Pastur edge = 3",
+        "ε = 0.1",
+        "θ'² = 7.625",
+        "solver = exact",
+        "passes = 2",
+    ):
         assert needle in text, needle
     rows = [line for line in text.splitlines() if line[:1].isdigit()]
     assert len(rows) == K
@@ -491,9 +527,9 @@ def test_plot__draws_edge_and_saves_png(res: MSPCAResult, mpl, tmp_path) -> None
     assert isinstance(fig, Figure)
     (ax,) = fig.axes
     edges = [
-        line for line in ax.get_lines()
-        if list(line.get_ydata()) == [res.mp_edge, res.mp_edge]
-        and line.get_linestyle() == "--"
+        line
+        for line in ax.get_lines()
+        if list(line.get_ydata()) == [res.mp_edge, res.mp_edge] and line.get_linestyle() == "--"
     ]
     assert len(edges) == 1
     assert edges[0].get_label() == "Marchenko–Pastur edge"
@@ -517,6 +553,10 @@ def test_plot__uses_given_axes(res: MSPCAResult, mpl) -> None:
 
 
 def test_plot__without_stable_or_knockoffs(mpl) -> None:
-    res = make_result(stable=np.zeros(K, dtype=bool), knockoff_eigenvalues_all=np.empty((0, K)), knockoff_match=None)
+    res = make_result(
+        stable=np.zeros(K, dtype=bool),
+        knockoff_eigenvalues_all=np.empty((0, K)),
+        knockoff_match=None,
+    )
     fig = res.plot()
     assert "stable" not in fig.axes[0].get_legend_handles_labels()[1]

@@ -232,7 +232,7 @@ def test_write_dataset_atomic__memory_overwrite_keeps_old_result_until_new_is_wr
 def test_fit__out_checks_path_before_the_fit(
     tmp_path: Path, store: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(api, "_Fit", _no_fit)
+    monkeypatch.setattr(api, "run_fit", _no_fit)
     existing = tmp_path / "r.zarr"
     ro = tmp_path / "ro"
     ro.mkdir()

@@ -20,7 +20,7 @@ raw store once:
 Every pass of the fit then reads the compact matrix through :func:`standardized`, which turns
 one int8 chunk into ``(g − 2p)/s`` float32 (missing → 0, i.e. imputed at the centre) inside
 the task; the fit's block-Krylov products then run as float32 GEMMs whose per-chunk partials
-are summed in float64 (:mod:`mspca_dask.sketch`), so results equal the float64 path to float32
+are summed in float64 (:mod:`mspca_dask._passes`), so results equal the float64 path to float32
 rounding.
 
 Nothing here computes unless an :class:`~mspca_dask._execution.Executor` is handed in.

@@ -75,6 +75,11 @@ class Oriented:
     def p(self) -> int:
         return int(self.M.shape[1])
 
+    @property
+    def chunk_rows(self) -> int:
+        """Rows of the largest chunk of ``M`` (the length of a chunk's sums)."""
+        return int(max(self.M.chunks[0]))
+
 
 def orient(X: da.Array, *, dual: bool | None = None) -> Oriented:
     """Arrange ``X`` (n_samples, n_features) as ``M`` with chunks spanning the operator side.

@@ -3,7 +3,7 @@
 Every spectrum MS-PCA needs is that of a *low-rank modification* of the data,
 ``X̃ = X + Σ_r a_r f_rᵀ`` with sample-side vectors ``a_r`` (n,) and feature-side vectors
 ``f_r`` (d,): the location ``−1 μᵀ`` and each knockoff ``γ' m'ᵀ``.  In the operator space of
-:mod:`mspca_dask.sketch` (``M = X`` or ``Xᵀ``, size ``p``) this reads
+:mod:`mspca_dask._passes` (``M = X`` or ``Xᵀ``, size ``p``) this reads
 ``M̃ = M + O Pᵀ`` with ``O`` on the big side and ``P`` on the operator side, so
 
     M̃ᵀM̃ / n = (MᵀM + (MᵀO) Pᵀ + P (MᵀO)ᵀ + P (OᵀO) Pᵀ) / n.

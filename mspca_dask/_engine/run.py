@@ -1,0 +1,585 @@
+"""One fit, pass by pass: :func:`run_fit` (driver side, NumPy only).
+
+The flow, each numbered pass being one read of the data:
+
+1. **Statistics + spectrum pass** — column/row sums and squares, non-finite counts, the
+   images of the knockoff memberships/directions, and either the whole Gram matrix (exact
+   solver) or the first block-Krylov product (randomized solver).
+2. **Location passes** (``location="auto"`` only) — scores on a preliminary spectrum (free in
+   the dual orientation); the inlier offset along each candidate eigenvector is found in that
+   score space (:func:`~mspca_dask.location.candidate_location`), and one more pass computes
+   the location (dual) or the images of the groups found there (primal, only when there are
+   any: they give the knockoffs cluster-aware memberships).
+3. **Further Krylov passes** (randomized solver) until every eigenvalue above the bulk edge,
+   of the original *and* of every knockoff spectrum, is certified to within ``ε/10``.  The
+   knockoffs are rank-one terms ``γ' m'ᵀ`` applied algebraically: no pass is added for them.
+4. **Output pass** — sample scores (or, in the dual orientation, feature loadings); the
+   randomized solver takes them from the images of its Krylov basis kept by the passes
+   and then skips this pass.
+
+Every spectrum is that of ``X̃ = X + Σ a fᵀ`` (the location ``−1μᵀ`` and each knockoff
+``γ' m'ᵀ``): a *term* is ``(a (n,), f (d,), image)`` with ``image`` the data applied to the
+big-side factor, ``Xᵀa`` (primal) or ``X f`` (dual).
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from .. import rmt
+from ..errors import ConvergenceWarning, InputError, ModelFitWarning, NonFiniteError, NoSpikeWarning
+from ..location import CandidateLocation, candidate_location
+from ..matching import (
+    check_invariance,
+    model_fit_diagnostics,
+    shift_evidence,
+    shift_z_threshold,
+    within_group_variance,
+)
+from .draws import Draws
+from .linalg import LowRank, flip_signs
+from .plan import FitPlan
+from .spectra import PassReader, PassRunner, Spectra, Spectrum, check_overflow, make_spectra
+
+if TYPE_CHECKING:
+    from .._passes import Oriented
+
+__all__ = ["FitOutput", "run_fit"]
+
+Term = tuple[np.ndarray, np.ndarray, np.ndarray]
+
+
+@dataclass(frozen=True)
+class FitOutput:
+    """What :func:`run_fit` found (the arrays of :class:`~mspca_dask.result.MSPCAResult`).
+
+    Shapes: ``K`` eigenpairs, ``K'`` = ``K + 2`` per knockoff, ``B`` knockoffs.
+    """
+
+    eigenvalues: np.ndarray  # (K,)
+    knockoff_eigenvalues_all: np.ndarray  # (B, K')
+    knockoff_match: np.ndarray  # (B, K)
+    stable: np.ndarray  # (K,) bool
+    candidate: np.ndarray  # (K,) bool
+    reasons: np.ndarray  # (K,) str
+    displacement: np.ndarray  # (K,)
+    eigenvector_overlap: np.ndarray  # (K,)
+    shift_z: np.ndarray  # (K,)
+    diagnostics: str | None
+    eigenvalue_bounds: np.ndarray  # (K,)
+    eigenvectors: np.ndarray  # (K, d)
+    scores: np.ndarray  # (n, K)
+    location: np.ndarray | None  # (d,)
+    noise_variance: float
+    threshold: float
+    knockoff_strength: float
+    mp_edge: float
+    n_samples: int
+    n_features: int
+    #: "float32" when some thin products ran in float32 BLAS (summed in float64; their
+    #: estimated rounding is part of ``eigenvalue_bounds``), else "float64"
+    precision: str
+
+
+@dataclass(frozen=True)
+class Moments:
+    """Per-feature statistics of the first pass."""
+
+    feature_sum: np.ndarray  # (d,) Xᵀ1
+    total_sumsq: float  # Σ x²
+    feature_var: np.ndarray  # (d,)
+
+
+@dataclass(frozen=True)
+class Knockoffs:
+    """The B knockoffs ``X̃' = X̃ + γ' m'ᵀ`` (directions unit; scaled by the strength later)."""
+
+    dirs: np.ndarray  # (d, B) unit m̂'
+    memberships: np.ndarray  # (n, B) γ'
+    #: primal Xᵀγ' (d, B); dual X m̂' (n, B); None before the first pass
+    images: np.ndarray | None
+    weight: float  # π'
+
+    def term(self, b: int, strength: float, dual: bool) -> Term:
+        if self.images is None:
+            raise RuntimeError("the knockoff images come from the statistics pass")
+        scale = math.sqrt(strength / self.weight)  # θ'² = π' ‖m'‖²
+        image = scale * self.images[:, b] if dual else self.images[:, b]
+        return (self.memberships[:, b], scale * self.dirs[:, b], image)
+
+
+@dataclass(frozen=True)
+class Centre:
+    """The location ``μ`` subtracted from every sample."""
+
+    mu: np.ndarray | None = None  # (d,)
+    image: np.ndarray | None = None  # dual: X μ (n,)
+    fit: CandidateLocation | None = None  # location="auto"
+
+
+@dataclass(frozen=True)
+class _Run:
+    """What every step reads: the plan, the data's reader and the spectra of the solver."""
+
+    plan: FitPlan
+    read: PassReader
+    spectra: Spectra
+
+    @property
+    def dual(self) -> bool:
+        return self.plan.dual
+
+    @property
+    def n(self) -> int:
+        return self.plan.n_samples
+
+    @property
+    def d(self) -> int:
+        return self.plan.n_features
+
+    @property
+    def c(self) -> float:
+        return self.d / self.n
+
+    def lowrank(self, terms: list[Term]) -> LowRank:
+        """Low-rank part of ``X̃ᵀX̃`` (operator space) for ``X̃ = X + Σ a fᵀ``."""
+        if not terms:
+            return LowRank.empty(self.plan.p)
+        a = np.column_stack([t[0] for t in terms])
+        f = np.column_stack([t[1] for t in terms])
+        img = np.column_stack([t[2] for t in terms])
+        if self.dual:
+            return LowRank(P=a, MtO=img, OtO=f.T @ f)
+        return LowRank(P=f, MtO=img, OtO=a.T @ a)
+
+    def location_terms(
+        self, mu: np.ndarray | None, X_mu: np.ndarray | None, m: Moments
+    ) -> list[Term]:
+        if mu is None:
+            return []
+        ones = np.ones(self.n)
+        if self.dual:
+            if X_mu is None:
+                raise RuntimeError("the dual location needs its image X μ")
+            return [(-ones, mu, X_mu)]
+        return [(-ones, mu, -m.feature_sum)]  # image Xᵀa = −Xᵀ1
+
+    def known_vectors(
+        self, knock: Knockoffs, centre: Centre, m: Moments | None = None
+    ) -> list[np.ndarray]:
+        """Operator-side vectors of every low-rank term known now (to seed the Krylov space)."""
+        if self.dual:
+            vecs = [np.ones((self.n, 1)), knock.memberships]
+            if knock.images is not None:
+                vecs.append(knock.images)
+            if centre.image is not None:
+                vecs.append(centre.image[:, None])
+            return vecs
+        vecs = [knock.dirs]
+        if centre.mu is not None:
+            vecs.append(centre.mu[:, None])
+        if knock.images is not None and m is not None:
+            vecs += [knock.images, m.feature_sum[:, None]]
+        return vecs
+
+    def noise(self, values: np.ndarray, terms: list[Term], m: Moments) -> float:
+        """The noise variance from ``tr(X̃ᵀX̃)/n`` (``X̃ = X − 1μᵀ``) and the top eigenvalues."""
+        tr = m.total_sumsq
+        if terms:
+            mu = terms[0][1]
+            tr += -2 * float(mu @ m.feature_sum) + self.n * float(mu @ mu)
+        return rmt.estimate_noise_variance(tr / self.n, values, self.n, self.d)
+
+
+def run_fit(data: Oriented, plan: FitPlan, runner: PassRunner) -> FitOutput:
+    """Fit MS-PCA to ``data`` as ``plan`` says, reading it through ``runner``.
+
+    Parameters
+    ----------
+    data : Oriented
+        The data arranged for passes (:func:`mspca_dask._passes.orient`).
+    plan : FitPlan
+        The solver, the location and the tuning parameters.
+    runner : PassRunner
+        Runs the passes (:class:`mspca_dask._execution.Executor`).
+    """
+    prm = plan.params
+    draws = Draws.from_seed(
+        prm.random_state,
+        n=plan.n_samples,
+        d=plan.n_features,
+        p=plan.p,
+        n_knockoffs=prm.n_knockoffs,
+        knockoff_weight=prm.knockoff_weight,
+        width=plan.sketch_width,
+    )
+    read = PassReader(data, runner)
+    fit = _Run(plan, read, make_spectra(plan, read))
+    knock = Knockoffs(draws.knock_dirs, draws.memberships, None, prm.knockoff_weight)
+    centre = Centre(mu=plan.location.vector)
+    moments, knock, centre = _first_pass(fit, knock, centre, draws.omega)
+    if plan.location.mode == "auto":
+        centre, knock = _estimate_location(fit, moments, knock, draws)
+    base_terms = fit.location_terms(centre.mu, centre.image, moments)
+    spec, knock_specs, strength, s2, eps = _converge(fit, moments, knock, centre, base_terms)
+    return _finish(fit, moments, knock, centre, base_terms, spec, knock_specs, strength, s2, eps)
+
+
+# ---------------------------------------------------------------------------- the first pass
+
+
+def _first_pass(
+    fit: _Run, knock: Knockoffs, centre: Centre, omega: np.ndarray
+) -> tuple[Moments, Knockoffs, Centre]:
+    """Statistics, the knockoffs' images and the solver's first product, in one read."""
+    plan, B = fit.plan, fit.plan.params.n_knockoffs
+    given = plan.location.vector
+    side = None
+    if fit.dual:
+        side = np.column_stack([knock.dirs, *([given[:, None]] if given is not None else [])])
+    elif knock.weight < 1:
+        side = knock.memberships
+    products: dict[str, Any] = {"stats": True, "side": side}
+    products.update(fit.spectra.first_products(fit.known_vectors(knock, centre), omega))
+    out = fit.read("mspca-stats", **products)
+    _check_stats(fit, out)
+    if fit.dual:
+        fsum, fsq = out["row_sum"], out["row_sumsq"]
+        images = out["side"][:, :B]
+        if given is not None:
+            centre = replace(centre, image=out["side"][:, B])
+    else:
+        fsum, fsq = out["col_sum"], out["col_sumsq"]
+        images = out["side"] if side is not None else np.repeat(fsum[:, None], B, axis=1)
+    n = fit.n
+    moments = Moments(fsum, float(out["col_sumsq"].sum()), fsq / n - (fsum / n) ** 2)
+    fit.spectra.absorb_first(products, out, moments)
+    return moments, replace(knock, images=images), centre
+
+
+def _check_stats(fit: _Run, out: dict[str, np.ndarray]) -> None:
+    """Refuse non-finite values, overflowing squares and constant features."""
+    row_bad, col_bad = out["row_nonfinite"], out["col_nonfinite"]
+    total = int(col_bad.sum())
+    if total:
+        sample_bad, feature_bad = (col_bad, row_bad) if fit.dual else (row_bad, col_bad)
+        s = int(np.flatnonzero(sample_bad)[0])
+        f = int(np.flatnonzero(feature_bad)[0])
+        raise NonFiniteError(
+            f"the data contain {total} NaN or infinite value(s) in "
+            f"{int(np.count_nonzero(sample_bad))} sample(s) and "
+            f"{int(np.count_nonzero(feature_bad))} feature(s); the first bad sample is "
+            f"index {s} and the first bad feature is index {f}. Remove or impute them "
+            f"(e.g. xarray's .fillna, or mspca_dask.genomics.preprocess for genotypes)."
+        )
+    check_overflow(out, "mspca-stats")
+    if fit.dual:
+        fsum, fsq = out["row_sum"], out["row_sumsq"]
+    else:
+        fsum, fsq = out["col_sum"], out["col_sumsq"]
+    n = fit.n
+    var = fsq / n - (fsum / n) ** 2
+    scale = np.maximum(fsq / n, np.finfo(float).tiny)
+    const = np.flatnonzero(var <= 1e-12 * scale)
+    if const.size:
+        shown = ", ".join(str(int(i)) for i in const[:10]) + (" ..." if const.size > 10 else "")
+        raise InputError(
+            f"{const.size} feature(s) are constant across samples (indices {shown}); a "
+            f"constant feature carries no variance for PCA. Drop them before fitting."
+        )
+
+
+# ---------------------------------------------------------------------------- the location
+
+
+def _estimate_location(
+    fit: _Run, m: Moments, knock: Knockoffs, draws: Draws
+) -> tuple[Centre, Knockoffs]:
+    """The inlier location ``μ = x̄ + V_k·offsets`` from the candidates' score columns."""
+    prm, n, spectra = fit.plan.params, fit.n, fit.spectra
+    xbar = m.feature_sum / n
+    spec, terms = _preliminary_spectrum(fit, m, knock, xbar)
+    s2 = fit.noise(spec.values, terms, m)
+    edge = rmt.mp_edges(fit.c, s2)[1]
+    k = int(np.clip(np.count_nonzero(spec.values > edge), 1, prm.n_components))
+    V0 = spec.vectors[:, :k]
+    known = fit.known_vectors(knock, Centre(), m)
+    if fit.dual:
+        sing = np.sqrt(np.maximum(spec.values[:k], 0) * n)
+        scores = V0 * sing
+    else:
+        out = spectra.read_with("mspca-location-scores", known, keep=V0)
+        scores = out["keep"] - (xbar @ V0)[None, :]
+    seed = 0 if prm.random_state is None else int(prm.random_state) % 2**32
+    loc = candidate_location(scores, random_state=seed)
+    groups = loc.groups
+    if fit.dual:
+        # μ = x̄ + X̃ᵀU₀(offsets/sing) = Xᵀa, a big-side product; X μ = X Xᵀ a is the Gram
+        # operator applied to a.
+        beta = V0 @ (loc.offsets / np.where(sing > 0, sing, 1.0))
+        a = beta + (1.0 - float(beta.sum())) / n
+        out = spectra.read_with("mspca-location-mean", known, extra=[a[:, None]], keep=a[:, None])
+        centre = Centre(out["keep"][:, 0], spectra.apply(a), loc)
+        return centre, _with_groups(knock, groups, None, draws, fit.dual)
+    centre = Centre(xbar + V0 @ loc.offsets, None, loc)
+    if not groups.shape[1]:
+        return centre, knock
+    known = fit.known_vectors(knock, centre, m)
+    out = spectra.read_with("mspca-location-groups", known, side=groups)
+    return centre, _with_groups(knock, groups, out["side"], draws, fit.dual)
+
+
+def _preliminary_spectrum(
+    fit: _Run, m: Moments, knock: Knockoffs, xbar: np.ndarray
+) -> tuple[Spectrum, list[Term]]:
+    """Spectrum of the mean-centred data, converged loosely (it only ranks samples)."""
+    X_xbar = fit.spectra.apply(np.ones((fit.n, 1)))[:, 0] / fit.n if fit.dual else None
+    terms = fit.location_terms(xbar, X_xbar, m)
+    lr = fit.lowrank(terms)
+    history: list[np.ndarray] = []
+    while True:
+        spec = fit.spectra.spectrum(lr)
+        s2 = fit.noise(spec.values, terms, m)
+        # Loose accuracy is enough: this spectrum only ranks samples in score space.
+        settled, _bound = fit.spectra.settled(spec, [], history, s2, tol=0.05 * s2)
+        if settled or fit.read.n_passes >= fit.plan.params.max_passes // 2:
+            return spec, terms
+        history.append(spec.values)
+        fit.spectra.read_with(
+            f"mspca-pass-{fit.read.n_passes + 1}",
+            fit.known_vectors(knock, Centre(), m),
+            extra=None if fit.dual else [xbar[:, None]],
+        )
+
+
+def _with_groups(
+    knock: Knockoffs, groups: np.ndarray, Xt_groups: np.ndarray | None, draws: Draws, dual: bool
+) -> Knockoffs:
+    """Add the groups found in score space to every knockoff's membership.
+
+    A global membership moves a pair only through its eigenvector's overlap with the
+    mean ``x̄ − μ``: with several clusters that is one direction, and a mean-shift
+    eigenvector orthogonal to it never moves (equal clusters make that the rule).  Each
+    knockoff ``b`` adds ``Σ_g r_bg 1_{G_g}`` (``r_bg`` independent N(0, 9): the groups, not
+    the global membership, then carry most of its weight) so that a group
+    displaced along an eigenvector moves it whatever the other groups do; a covariance
+    eigenvector's scores average out over a group.
+    """
+    if groups.shape[1] == 0:
+        return knock
+    r = draws.group_weights(groups.shape[1])
+    memberships = knock.memberships + groups @ r
+    if dual:
+        return replace(knock, memberships=memberships)
+    if Xt_groups is None or knock.images is None:
+        raise RuntimeError("the primal groups need their images Xᵀ1_G")
+    return replace(knock, memberships=memberships, images=knock.images + Xt_groups @ r)
+
+
+# ---------------------------------------------------------------------------- the spectra
+
+
+def _knockoff_spectra(
+    fit: _Run, knock: Knockoffs, base: LowRank, base_terms: list[Term], strength: float
+) -> list[Spectrum]:
+    """The top ``K + KNOCKOFF_EXTRA`` eigenpairs of each of the B knockoff operators."""
+    return [
+        fit.spectra.spectrum(
+            fit.lowrank(base_terms + [knock.term(b, strength, fit.dual)]),
+            base=base,
+            k=fit.plan.k_knockoff,
+        )
+        for b in range(fit.plan.params.n_knockoffs)
+    ]
+
+
+def _converge(
+    fit: _Run, m: Moments, knock: Knockoffs, centre: Centre, base_terms: list[Term]
+) -> tuple[Spectrum, list[Spectrum], float, float, float]:
+    """The original and the knockoff spectra, certified (randomized solver: pass by pass)."""
+    prm, spectra, read = fit.plan.params, fit.spectra, fit.read
+    base = fit.lowrank(base_terms)
+    budget = prm.max_passes
+    history: list[np.ndarray] = []
+    while True:
+        spec = spectra.spectrum(base)
+        s2 = fit.noise(spec.values, base_terms, m)
+        eps = rmt.invariance_threshold(fit.n, fit.c, s2, prm.threshold_scale)
+        strength = rmt.knockoff_strength(spec.values[0], fit.c, s2, prm.knockoff_factor)
+        tol = prm.tol if prm.tol is not None else eps / 10
+        # The knockoff spectra are only needed once the original one has settled: the
+        # stopping rule asks both, and skipping B Rayleigh–Ritz solves per pass until then
+        # changes no decision (the passes and the result are the same).
+        knock_specs: list[Spectrum] | None = None
+        if spectra.settled(spec, [], history, s2, tol)[0]:
+            knock_specs = _knockoff_spectra(fit, knock, base, base_terms, strength)
+            if spectra.settled(spec, knock_specs, history, s2, tol)[0]:
+                return spec, knock_specs, strength, s2, eps
+        if read.n_passes >= budget - 1:
+            if knock_specs is None:
+                knock_specs = _knockoff_spectra(fit, knock, base, base_terms, strength)
+            bound = spectra.settled(spec, knock_specs, history, s2, tol)[1]
+            warnings.warn(
+                "the randomized solver stopped "
+                + (
+                    "with its Krylov space exhausted"
+                    if spectra.exhausted
+                    else f"at its pass budget ({prm.max_passes})"
+                )
+                + " with "
+                f"an eigenvalue error bound of {bound:.3g}, above the target "
+                f"{tol:.3g}; the invariance check may be unreliable. Raise max_passes or use "
+                f"solver='exact'.",
+                ConvergenceWarning,
+                stacklevel=4,
+            )
+            return spec, knock_specs, strength, s2, eps
+        history.append(spec.values)
+        if not spectra.extend(
+            f"mspca-pass-{read.n_passes + 1}", fit.known_vectors(knock, centre, m)
+        ):
+            # No new direction: the Krylov space is exhausted and no pass can tighten the
+            # bounds (e.g. rounding of huge values dominates); stop with the warning above
+            # instead of looping without passes.
+            budget = min(budget, read.n_passes + 1)
+
+
+# ---------------------------------------------------------------------------- the verdicts
+
+
+def _finish(
+    fit: _Run,
+    m: Moments,
+    knock: Knockoffs,
+    centre: Centre,
+    base_terms: list[Term],
+    spec: Spectrum,
+    knock_specs: list[Spectrum],
+    strength: float,
+    s2: float,
+    eps: float,
+) -> FitOutput:
+    """The output pass, the invariance check and its verdicts."""
+    n, d, K = fit.n, fit.d, fit.plan.params.n_components
+    edge = rmt.mp_edges(fit.c, s2)[1]
+    margin = fit.plan.params.edge_margin * rmt.tracy_widom_scale(n, d, s2)
+    overlaps = np.stack(
+        [
+            _feature_overlaps(fit, knock, centre, spec, sp, b, strength)
+            for b, sp in enumerate(knock_specs)
+        ]
+    )
+    # only verdicts can be wrong: with no candidate NoSpikeWarning already says it all
+    diagnostics = (
+        model_fit_diagnostics(spec.values, edge, margin, m.feature_var, n, d)
+        if np.any(spec.values > edge + margin)
+        else []
+    )
+    for line in diagnostics:
+        warnings.warn(line, ModelFitWarning, stacklevel=3)
+    components, scores = _output(fit, centre, spec)
+    inliers = within = None
+    if centre.fit is not None and centre.fit.groups.shape[1]:
+        inliers = ~np.any(centre.fit.groups > 0, axis=1)
+        within = within_group_variance(scores, centre.fit.groups)
+    shift_z = shift_evidence(scores, knock.memberships, inliers)
+    check = check_invariance(
+        spec.values,
+        np.stack([sp.values for sp in knock_specs]),
+        overlaps,
+        threshold=eps,
+        edge=edge,
+        margin=margin,
+        min_overlap=fit.plan.params.min_overlap,
+        shift_z=shift_z,
+        z_threshold=shift_z_threshold(K),
+        within=within,
+    )
+    if not np.any(check.candidate):
+        warnings.warn(
+            f"no eigenvalue is clearly above the Marchenko-Pastur edge {edge:.4g} (largest "
+            f"{spec.values[0]:.4g}, noise variance {s2:.4g}): there is no spike to keep or "
+            f"remove, and the result has no stable components.",
+            NoSpikeWarning,
+            stacklevel=3,
+        )
+    return FitOutput(
+        eigenvalues=spec.values,
+        knockoff_eigenvalues_all=np.stack([sp.values for sp in knock_specs]),
+        knockoff_match=check.matched,
+        stable=check.stable,
+        candidate=check.candidate,
+        reasons=check.reasons,
+        displacement=check.displacement,
+        eigenvector_overlap=check.overlap,
+        shift_z=shift_z,
+        diagnostics="\n".join(diagnostics) or None,
+        eigenvalue_bounds=spec.bounds,
+        eigenvectors=components,
+        scores=scores,
+        location=centre.mu,
+        noise_variance=s2,
+        threshold=eps,
+        knockoff_strength=strength,
+        mp_edge=edge,
+        n_samples=n,
+        n_features=d,
+        precision="float32" if fit.read.single_used else "float64",
+    )
+
+
+def _feature_overlaps(
+    fit: _Run,
+    knock: Knockoffs,
+    centre: Centre,
+    spec: Spectrum,
+    ko: Spectrum,
+    b: int,
+    strength: float,
+) -> np.ndarray:
+    """``|⟨ṽᵢ, v'ⱼ⟩|`` (K, K') between *feature-space* unit eigenvectors of both spectra.
+
+    Primal: the operator-space vectors are the feature-space ones.  Dual: with
+    ``ṽ = X̃ᵀũ/√(nλ̃)`` and ``v' = X̃'ᵀu'/√(nλ')``,
+    ``⟨ṽ, v'⟩ = (ũᵀ (n S̃) u' + (ũᵀ X̃m')(γ'ᵀu')) / (n √(λ̃λ'))`` where ``S̃ = X̃X̃ᵀ/n`` is the
+    base operator.
+    """
+    if not fit.dual:
+        return np.abs(spec.vectors.T @ ko.vectors)
+    if ko.op_vectors is None or knock.images is None:
+        raise RuntimeError("dual overlaps need the base operator's images")
+    n = fit.n
+    scale = math.sqrt(strength / knock.weight)
+    Xm = scale * knock.images[:, b]
+    if centre.mu is not None:
+        Xm = Xm - scale * float(centre.mu @ knock.dirs[:, b])
+    gamma = knock.memberships[:, b]
+    inner = n * (spec.vectors.T @ ko.op_vectors) + np.outer(spec.vectors.T @ Xm, gamma @ ko.vectors)
+    norm = n * np.sqrt(np.outer(np.maximum(spec.values, 1e-300), np.maximum(ko.values, 1e-300)))
+    return np.clip(np.abs(inner / norm), 0.0, 1.0)
+
+
+def _output(fit: _Run, centre: Centre, spec: Spectrum) -> tuple[np.ndarray, np.ndarray]:
+    """Components (K, d) and scores (n, K), from the basis's images or by the output pass."""
+    n, U, mu = fit.n, spec.vectors, centre.mu
+    image = fit.spectra.basis_image(U)
+    if image is None:  # ``M U`` by the output pass
+        image = fit.read("mspca-output", single=fit.spectra.use_single(), keep=U)["keep"]
+    if fit.dual:
+        XtU = image if mu is None else image - np.outer(mu, U.sum(axis=0))  # (d, K)
+        sing = np.sqrt(np.maximum(spec.values, 0) * n)
+        V = XtU / np.where(sing > 0, sing, 1.0)
+        V = V / np.maximum(np.linalg.norm(V, axis=0), 1e-300)
+        scores = U * sing
+    else:
+        V = U
+        scores = image if mu is None else image - (mu @ V)[None, :]
+    Vf = flip_signs(V)
+    signs = np.sign(np.sum(Vf * V, axis=0))
+    signs[signs == 0] = 1
+    return Vf.T.copy(), scores * signs

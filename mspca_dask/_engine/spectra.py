@@ -1,0 +1,449 @@
+"""The spectra of a fit by the solver chosen once: :class:`ExactSpectra` or :class:`KrylovSpectra`.
+
+Both answer the same questions — the top eigenpairs of ``(MᵀM + low rank)/n``, the Gram
+operator applied to a vector, a pass that also reads some products, whether the iteration may
+stop — so the fit (:mod:`mspca_dask._engine.run`) never asks which solver it runs.  Both read
+the data only through a :class:`PassReader`, which runs one pass on a :class:`PassRunner` and
+refuses products that overflowed.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol
+
+import numpy as np
+
+from .. import rmt
+from ..errors import InputError
+from .linalg import (
+    LowRank,
+    apply_operator,
+    dense_operator,
+    orthonormalize,
+    rayleigh_ritz,
+    top_eigh,
+)
+from .plan import FitPlan
+
+if TYPE_CHECKING:
+    from .._passes import Oriented
+
+__all__ = [
+    "BASIS_IMAGE_BUDGET",
+    "ExactSpectra",
+    "KrylovSpectra",
+    "PassReader",
+    "PassRunner",
+    "Spectrum",
+    "make_spectra",
+]
+
+#: Driver memory (bytes) the randomized solver may spend keeping the Krylov basis's images
+#: ``M Q`` (m × basis columns), from which the scores come without an output pass.
+BASIS_IMAGE_BUDGET = 512 * 2**20
+
+#: Largest total sum of squares accepted: eigenvalues are at most this over n, and the solvers
+#: square eigenvalue-sized numbers (norms, Rayleigh quotients), so it stays well below the
+#: square root of float64's range.
+MAX_SUMSQ = float(np.sqrt(np.finfo(np.float64).max)) * 1e-4
+
+
+class PassRunner(Protocol):
+    """What the engine needs from an executor: run one pass, count the passes run."""
+
+    @property
+    def n_passes(self) -> int: ...
+
+    def run_pass(
+        self, data: Oriented, name: str, *, single: bool = False, **products: Any
+    ) -> dict[str, np.ndarray]:
+        """Compute the products of :func:`mspca_dask._passes.pass_graph` in one read."""
+        ...
+
+
+def check_overflow(out: dict[str, np.ndarray], name: str) -> None:
+    """Refuse a pass whose sums overflowed (finite data whose squares exceed float64's range).
+
+    The data were checked finite in the statistics pass, so an infinite or NaN product means
+    values whose squares overflow; a total sum of squares above :data:`MAX_SUMSQ` (about
+    1e150) would overflow later, when the solvers square eigenvalue-sized numbers.  Either
+    way nothing downstream would be meaningful (``eigh`` would fail on infinities).
+    """
+    bad = [k for k, v in out.items() if v.dtype.kind == "f" and not np.isfinite(v).all()]
+    if not bad and "col_sumsq" in out and float(out["col_sumsq"].sum()) > MAX_SUMSQ:
+        bad = ["col_sumsq"]  # finite, but the spectrum's own squares would overflow
+    if bad:
+        raise InputError(
+            f"the data's values are too large for the arithmetic: their squares overflow "
+            f"float64 in pass {name!r} (products {', '.join(sorted(bad))} are infinite, NaN or "
+            f"above {MAX_SUMSQ:.0e}, beyond which the solvers' own squares overflow). "
+            "Rescale the data (e.g. divide by their largest absolute value) and fit again."
+        )
+
+
+@dataclass
+class PassReader:
+    """Reads the data through ``runner``: one call, one pass; remembers float32 use."""
+
+    data: Oriented
+    runner: PassRunner
+    #: some thin products were computed at single precision
+    single_used: bool = False
+
+    @property
+    def n_passes(self) -> int:
+        return self.runner.n_passes
+
+    def __call__(self, name: str, single: bool = False, **products: Any) -> dict[str, np.ndarray]:
+        self.single_used |= single
+        out = self.runner.run_pass(self.data, name, single=single, **products)
+        if not products.get("stats"):  # the statistics pass is checked by the fit
+            check_overflow(out, name)
+        return out
+
+
+@dataclass(frozen=True)
+class Spectrum:
+    """Top eigenpairs of one operator, in operator space.
+
+    Attributes
+    ----------
+    values : (k,) ndarray, descending
+    vectors : (p, k) ndarray
+    bounds : (k,) ndarray
+        Certified error bounds of ``values`` (zeros for the exact solver).
+    op_vectors : (p, k) ndarray or None
+        The *base* operator applied to ``vectors`` (dual orientation, knockoff overlaps).
+    """
+
+    values: np.ndarray
+    vectors: np.ndarray
+    bounds: np.ndarray
+    op_vectors: np.ndarray | None = None
+
+
+class ExactSpectra:
+    """The exact solver: the Gram matrix ``MᵀM`` from the first pass, dense ``eigh``."""
+
+    exhausted = False
+
+    def __init__(self, plan: FitPlan, read: PassReader) -> None:
+        self.plan, self.read = plan, read
+        self.gram: np.ndarray | None = None
+        self._base_dense: tuple[LowRank, np.ndarray] | None = None
+
+    def first_products(self, known: list[np.ndarray], omega: np.ndarray) -> dict[str, Any]:
+        """What the statistics pass computes for this solver: the Gram matrix."""
+        return {"gram": True}
+
+    def absorb_first(
+        self, products: dict[str, Any], out: dict[str, np.ndarray], moments: Any
+    ) -> None:
+        self.gram = out["gram"]
+
+    def _gram(self) -> np.ndarray:
+        if self.gram is None:
+            raise RuntimeError("the statistics pass has not run")
+        return self.gram
+
+    def spectrum(self, lowrank: LowRank, base: LowRank | None = None, k: int = 0) -> Spectrum:
+        """Top-``k`` eigenpairs of ``(MᵀM + low rank)/n``."""
+        n = self.plan.n_samples
+        A = dense_operator(self._gram(), lowrank, n)
+        vals, vecs = top_eigh(A, k or self.plan.params.n_components)
+        op_vecs = None
+        if base is not None and self.plan.dual:
+            if self._base_dense is None or self._base_dense[0] is not base:
+                self._base_dense = (base, dense_operator(self._gram(), base, n))
+            op_vecs = self._base_dense[1] @ vecs
+        return Spectrum(vals, vecs, np.zeros(len(vals)), op_vecs)
+
+    def apply(self, a: np.ndarray) -> np.ndarray:
+        """``MᵀM a`` for operator-side ``a`` (p,) or (p, k)."""
+        return self._gram() @ a
+
+    def read_with(
+        self,
+        name: str,
+        known: list[np.ndarray],
+        extra: list[np.ndarray] | None = None,
+        **products: Any,
+    ) -> dict[str, np.ndarray]:
+        """A pass computing ``products`` (the exact solver adds nothing to it)."""
+        return self.read(name, **products)
+
+    def extend(self, name: str, known: list[np.ndarray], extra: Any = None) -> bool:
+        raise RuntimeError("the exact solver makes no Krylov pass")
+
+    def settled(
+        self,
+        spec: Spectrum,
+        knock: list[Spectrum],
+        history: list[np.ndarray],
+        s2: float,
+        tol: float,
+    ) -> tuple[bool, float]:
+        """Exact eigenvalues: always settled, with a zero bound."""
+        return True, 0.0
+
+    def basis_image(self, U: np.ndarray) -> np.ndarray | None:
+        return None
+
+    def use_single(self) -> bool:
+        return False
+
+
+class KrylovSpectra:
+    """The randomized solver: a block-Krylov basis ``Q`` with ``Z = MᵀM Q`` from the passes.
+
+    Eigenvalues come from Rayleigh–Ritz on ``span(Q)`` with certified residual bounds plus an
+    estimate of the passes' rounding (:meth:`_rounding`).  Each pass extends the basis by the
+    operator's image of the last block and any new low-rank direction; while they fit in
+    :data:`BASIS_IMAGE_BUDGET`, the images ``M Q`` are kept so the scores need no output pass.
+    """
+
+    def __init__(self, plan: FitPlan, read: PassReader) -> None:
+        self.plan, self.read = plan, read
+        self.Q = np.zeros((plan.p, 0))
+        self.Z = np.zeros((plan.p, 0))
+        self.images: list[np.ndarray] | None = []  # the basis's images M Q, block by block
+        self.exhausted = False  # a Krylov pass found no new direction
+        self._last_block = 0
+        self._n_blocks = 0
+        self._image_norm = 0.0  # largest ‖MᵀM v‖/n over the basis vectors v
+        self._feature_sum = np.zeros(plan.n_features)
+        self._total_sumsq = 0.0
+
+    # ---------------------------------------------------------------- the passes
+    def first_products(self, known: list[np.ndarray], omega: np.ndarray) -> dict[str, Any]:
+        """The first block ``[Ω, known low-rank directions]`` for the statistics pass."""
+        V0 = orthonormalize(np.column_stack([omega, *known]))
+        return {"krylov": V0, "krylov_images": self._keep_images(V0.shape[1])}
+
+    def absorb_first(
+        self, products: dict[str, Any], out: dict[str, np.ndarray], moments: Any
+    ) -> None:
+        self._feature_sum, self._total_sumsq = moments.feature_sum, moments.total_sumsq
+        self._absorb(products, out)
+
+    def _absorb(self, products: dict[str, Any], out: dict[str, np.ndarray]) -> None:
+        V = products["krylov"]
+        if products["krylov_images"] and self.images is not None:
+            self.images.append(out["krylov_image"])
+        self.Q = np.column_stack([self.Q, V])
+        self.Z = np.column_stack([self.Z, out["krylov"]])
+        if out["krylov"].shape[1]:
+            top = float(np.max(np.linalg.norm(out["krylov"], axis=0))) / self.plan.n_samples
+            self._image_norm = max(self._image_norm, top)
+        self._last_block = V.shape[1]
+        self._n_blocks += 1
+
+    def read_with(
+        self,
+        name: str,
+        known: list[np.ndarray],
+        extra: list[np.ndarray] | None = None,
+        **products: Any,
+    ) -> dict[str, np.ndarray]:
+        """Extend the basis by one block and compute ``products`` in the same read.
+
+        The block is the operator's image of the last block plus ``known`` (the low-rank
+        directions known now) and ``extra``, orthonormalised against the basis.  Returns {}
+        (and makes no pass) when that leaves nothing and no product is asked for.
+        """
+        n = self.plan.n_samples
+        last = (
+            self.Z[:, -self._last_block :] / n if self._last_block else np.zeros((self.plan.p, 0))
+        )
+        V = orthonormalize(np.column_stack([last, *known, *(extra or [])]), against=self.Q)
+        if V.shape[1] == 0 and not products:
+            return {}
+        kw: dict[str, Any] = dict(products)
+        if V.shape[1]:
+            kw["krylov"] = V
+            kw["krylov_images"] = self._keep_images(V.shape[1])
+        out = self.read(name, single=self.use_single(), **kw)
+        if V.shape[1]:
+            self._absorb(kw, out)
+        return out
+
+    def extend(
+        self, name: str, known: list[np.ndarray], extra: list[np.ndarray] | None = None
+    ) -> bool:
+        """One Krylov pass; False (and :attr:`exhausted`) when it found no new direction."""
+        if self.read_with(name, known, extra):
+            return True
+        self.exhausted = True
+        return False
+
+    def _keep_images(self, width: int) -> bool:
+        """Whether the next block's image ``M V`` (m, width) is kept on the driver.
+
+        While all of the basis's images fit in :data:`BASIS_IMAGE_BUDGET`, they are; past it
+        they are all dropped and the output pass reads the data once more.
+        """
+        if self.images is None:
+            return False
+        held = sum(im.nbytes for im in self.images)
+        if held + 8 * self.plan.m * width <= BASIS_IMAGE_BUDGET:
+            return True
+        self.images = None
+        return False
+
+    # ---------------------------------------------------------------- the spectra
+    def spectrum(self, lowrank: LowRank, base: LowRank | None = None, k: int = 0) -> Spectrum:
+        """Top-``k`` Ritz pairs of ``(MᵀM + low rank)/n`` with their certified bounds."""
+        n = self.plan.n_samples
+        OpQ = apply_operator(self.Z, self.Q, lowrank, n)
+        vals, coef, _res, bounds = rayleigh_ritz(self.Q, OpQ, k or self.plan.params.n_components)
+        bounds = bounds + self._rounding_bound()
+        op_vecs = None
+        if base is not None and self.plan.dual:
+            op_vecs = apply_operator(self.Z, self.Q, base, n) @ coef
+        return Spectrum(vals, self.Q @ coef, bounds, op_vecs)
+
+    def apply(self, a: np.ndarray) -> np.ndarray:
+        """``MᵀM a`` for ``a`` in the span of the basis: ``Z Qᵀ a`` (exact there)."""
+        return self.Z @ (self.Q.T @ a)
+
+    def basis_image(self, U: np.ndarray) -> np.ndarray | None:
+        """``M U`` (m, k) for ``U`` in the span of the basis, from the kept images (no pass).
+
+        ``U = Q (QᵀU)``, so ``M U = Σ_blocks (M Q_b)(Q_bᵀ U)``.  None when the images were not
+        kept (over budget).
+        """
+        if not self.images:
+            return None
+        out = np.zeros((self.plan.m, U.shape[1]))
+        col = 0
+        for im in self.images:
+            w = im.shape[1]
+            out += im @ (self.Q[:, col : col + w].T @ U).astype(im.dtype)
+            col += w
+        if col != self.Q.shape[1]:
+            raise RuntimeError("the kept images do not cover the Krylov basis")
+        return out
+
+    def settled(
+        self,
+        spec: Spectrum,
+        knock: list[Spectrum],
+        history: list[np.ndarray],
+        s2: float,
+        tol: float,
+    ) -> tuple[bool, float]:
+        """Whether the block-Krylov iteration may stop, and the largest bound it watched.
+
+        ``history`` holds the top-K Ritz values of the original spectrum after each earlier
+        pass, oldest first.  The iteration stops when
+
+        1. every Ritz value above the Marchenko–Pastur edge, of the original and of every
+           knockoff spectrum, carries an error bound below ``tol`` (the returned bound is the
+           largest of these);
+        2. those values (above the edge now or after the previous pass) moved by less than
+           ``tol`` in the last pass, and as many are above the edge as after it;
+        3. the largest Ritz value below the edge is not climbing fast enough to become a
+           candidate: its last rise, extrapolated geometrically at the ratio of its last two
+           rises (at most 0.9), stays below the candidate line ``edge + edge_margin · TW
+           scale`` of :func:`~mspca_dask.matching.check_invariance`.  Only that one is
+           watched: Ritz values lie below the eigenvalues of the same rank (Cauchy
+           interlacing), and a missing eigenvalue above the line would be the largest one
+           below the edge, which that Ritz value converges to (the deeper ones, converging
+           to smaller eigenvalues, climbed as fast and held the iteration up to two passes
+           longer at d = 4000, n = 40 000); and
+        4. the basis holds at least three blocks.
+
+        When the basis spans the whole space, Rayleigh–Ritz is exact and the iteration stops.
+        Bulk Ritz values converge slowly towards the edge, and they decide nothing: below the
+        candidate line a value is neither kept nor flagged.  A Krylov space cannot prove that
+        no eigenvalue is missing; a spike not yet found shows up as a Ritz value still
+        climbing, which rule 3 watches.  Nothing is changed by the call.
+        """
+        plan = self.plan
+        n, d = plan.n_samples, plan.n_features
+        edge = rmt.mp_edges(d / n, s2)[1]
+        worst = max(
+            float(np.max(sp.bounds[sp.values > edge], initial=0.0)) for sp in [spec, *knock]
+        )
+        if self.Q.shape[1] >= plan.p:
+            return True, worst  # the basis spans the whole space: Rayleigh–Ritz is exact
+        if self._n_blocks < 3 or not history:
+            return False, worst
+        values, prev = spec.values, history[-1]
+        rise = values - prev
+        above, above_prev = values > edge, prev > edge
+        moved = float(np.max(np.abs(rise[above | above_prev]), initial=0.0))
+        line = edge + plan.params.edge_margin * rmt.tracy_widom_scale(n, d, s2)
+        ratio = np.full(values.shape, 0.9)
+        if len(history) >= 2:
+            earlier = prev - history[-2]
+            with np.errstate(divide="ignore", invalid="ignore"):
+                ratio = np.clip(np.where(earlier > 0, rise / earlier, 0.9), 0.0, 0.9)
+        projected = values + np.maximum(rise, 0.0) * ratio / (1.0 - ratio)
+        below = np.flatnonzero(~above)
+        climbing = bool(below.size) and bool(projected[below[0]] >= line)
+        ok = (
+            worst <= tol
+            and moved <= tol
+            and int(above.sum()) == int(above_prev.sum())
+            and not climbing
+        )
+        return ok, worst
+
+    # ---------------------------------------------------------------- precision
+    def _rounding(self, unit: float) -> float:
+        """Estimated norm of the rounding error of the passes' operator products.
+
+        A chunk's product ``bᵀ(b V)`` sums ``p`` and then ``rows`` terms; with blocked BLAS
+        accumulation the error of each is about ``unit · √length`` relative to the norm of
+        the result (the probabilistic model of Higham & Mary 2019), so the operator applied
+        to a unit vector is off by about ``unit (√rows + √p) ‖MᵀM/n‖``.  The norm is
+        estimated from below by the largest image of a basis vector (kept up to date as the
+        basis grows) and by ``‖x̄‖²`` (the mean direction's Rayleigh quotient), which
+        dominates for uncentred data.  Measured float32 errors were about 50 times smaller
+        than this estimate.
+        """
+        n = self.plan.n_samples
+        rows = self.read.data.chunk_rows
+        fs = self._feature_sum
+        scale = max(float(fs @ fs) / n**2, self._image_norm)
+        return unit * (math.sqrt(rows) + math.sqrt(self.plan.p)) * scale
+
+    def use_single(self) -> bool:
+        """Whether the next thin products may run at float32 on float32 chunks.
+
+        Only while the estimated float32 rounding stays below a tenth of the accuracy the
+        fit aims at (``tol``, by default a tenth of the threshold ε), with ε evaluated at the
+        average feature variance: an upper estimate of the noise variance known from the
+        first pass, before any spectrum, which does not depend on the location (the mean
+        cancels in the products only in exact arithmetic).  Otherwise — e.g. data whose mean
+        is far larger than their spread — the chunks are up-cast to float64.
+        """
+        plan, prm = self.plan, self.plan.params
+        if self.read.data.M.dtype != np.float32:
+            return False
+        if not self._total_sumsq < float(np.finfo(np.float32).max) / 16:
+            return False  # float32 products of such large values could overflow
+        n, d = plan.n_samples, plan.n_features
+        if prm.tol is not None:
+            target = prm.tol
+        else:
+            xbar = self._feature_sum / n
+            spread = max(self._total_sumsq / n - float(xbar @ xbar), 0.0) / d
+            target = rmt.invariance_threshold(n, d / n, spread, prm.threshold_scale) / 10
+        return self._rounding(float(np.finfo(np.float32).eps) / 2) <= target / 10
+
+    def _rounding_bound(self) -> float:
+        """The rounding term added to every certified error bound."""
+        dtype = np.float32 if self.read.single_used else np.float64
+        return self._rounding(float(np.finfo(dtype).eps) / 2)
+
+
+Spectra = ExactSpectra | KrylovSpectra
+
+
+def make_spectra(plan: FitPlan, read: PassReader) -> Spectra:
+    """The solver of ``plan``, resolved here once."""
+    return ExactSpectra(plan, read) if plan.solver == "exact" else KrylovSpectra(plan, read)
