@@ -63,7 +63,16 @@ from dask.diagnostics import ProgressBar as _LocalProgressBar
 from ._passes import Oriented, PassGraph, name_pass, pass_graph
 from .errors import ChunkReadError, ParameterError, SchedulerError
 
-__all__ = ["Executor", "PassRecord", "blas_threads", "connect_timeout", "worker_timeout"]
+__all__ = [
+    "Executor",
+    "PassRecord",
+    "blas_threads",
+    "connect",
+    "connect_timeout",
+    "JOB_SCHEDULERS",
+    "job_scheduler",
+    "worker_timeout",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -185,17 +194,7 @@ class Executor:
 
     def _connect(self, address: str) -> Any:
         """A Client of our own to ``address``, closed when this executor is."""
-        from distributed import Client
-
-        timeout = connect_timeout()
-        try:
-            client = Client(address, timeout=timeout, set_as_default=False)
-        except (TimeoutError, OSError) as err:  # TimeoutError, refused, bad host
-            raise SchedulerError(
-                f"could not connect to the Dask scheduler at {address!r} within {timeout:g} s "
-                f"({type(err).__name__}: {err}). Is `dask scheduler` running there? Raise the "
-                f"wait with the Dask config mspca.connect-timeout."
-            ) from err
+        client = connect(address)
         self._finalizer = weakref.finalize(self, _close_client, client)
         return client
 
@@ -478,6 +477,68 @@ class Executor:
 
 
 # ---------------------------------------------------------------------------- helpers
+
+
+def connect(address: str) -> Any:
+    """A ``distributed.Client`` to the scheduler at ``address`` (the one connection rule).
+
+    Waits :func:`connect_timeout` seconds (Dask config ``mspca.connect-timeout``).
+
+    Raises
+    ------
+    SchedulerError
+        Nothing answered at ``address`` in time (refused, bad host, timeout).
+    """
+    from distributed import Client
+
+    timeout = connect_timeout()
+    try:
+        return Client(address, timeout=timeout, set_as_default=False)
+    except (TimeoutError, OSError) as err:  # TimeoutError, refused, bad host
+        raise SchedulerError(
+            f"could not connect to the Dask scheduler at {address!r} within {timeout:g} s "
+            f"({type(err).__name__}: {err}). Is `dask scheduler` running there? Raise the "
+            f"wait with the Dask config mspca.connect-timeout."
+        ) from err
+
+
+#: Scheduler names a job config may give besides an address: Dask's local schedulers, and a
+#: local cluster of worker processes started for the job.
+JOB_SCHEDULERS = ("threads", "sync", "processes", "local-cluster")
+
+
+@contextlib.contextmanager
+def job_scheduler(scheduler: str, workers: int) -> Iterator[Any]:
+    """What every pass of one job runs on, for the length of the job.
+
+    Parameters
+    ----------
+    scheduler : str
+        One of :data:`JOB_SCHEDULERS`, or a scheduler address (``"tcp://host:8786"``).
+    workers : int
+        Worker processes (one thread each) of a ``"local-cluster"``.
+
+    Yields
+    ------
+    str or distributed.Client
+        A local scheduler's name, or a client (to the job's own local cluster, or connected
+        to the address by :func:`connect`), closed when the job ends.
+    """
+    if scheduler == "local-cluster":
+        from distributed import Client, LocalCluster
+
+        with (
+            LocalCluster(
+                n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None
+            ) as cluster,
+            Client(cluster) as client,
+        ):
+            yield client
+    elif "://" in scheduler:
+        with connect(scheduler) as client:
+            yield client
+    else:
+        yield scheduler
 
 
 def _active_client() -> Any:

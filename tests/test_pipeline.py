@@ -36,6 +36,7 @@ from mspca_dask.errors import (  # noqa: E402
     OutputOverlapsInputError,
     ResultCorruptError,
     ResultExistsError,
+    SchedulerError,
     SourceNotFoundError,
 )
 from mspca_dask.genomics.cli import _sigterm_raises, _Terminated  # noqa: E402
@@ -540,3 +541,38 @@ def test_open_genomics_result__flipped_byte_is_a_clear_error(
     chunk.write_bytes(bytes(data))
     with pytest.raises(ResultCorruptError, match="damaged.*checksum"):
         gx.open_genomics_result(copy)
+
+
+def test_run_job__on_a_scheduler_address_gives_the_threaded_result(
+    tskit_run: tuple[Path, gx.JobOutcome], tskit_cohort: dict[str, Any], tmp_path: Path
+) -> None:
+    """``[compute] scheduler = "tcp://..."``: one client for the whole job, same numbers."""
+    from distributed import LocalCluster
+
+    with LocalCluster(
+        n_workers=2, threads_per_worker=1, processes=False, dashboard_address=None
+    ) as cluster:
+        extra = (
+            "[report]\ncompare_all_sample_centring = true\n"
+            f'[compute]\nscheduler = "{cluster.scheduler_address}"\n'
+        )
+        outcome = gx.run_job(gx.load_config(_config(tmp_path, tskit_cohort, extra=extra)))
+    assert outcome.status == "computed"
+    ours = gx.open_genomics_result(outcome.output_dir)
+    threaded = gx.open_genomics_result(tskit_run[1].output_dir)
+    np.testing.assert_array_equal(ours["verdict"].values, threaded["verdict"].values)
+    np.testing.assert_allclose(ours["eigenvalue"].values, threaded["eigenvalue"].values, rtol=1e-9)
+
+
+def test_run_job__unreachable_scheduler_address_is_a_scheduler_error(
+    tskit_cohort: dict[str, Any], tmp_path: Path
+) -> None:
+    import dask
+
+    cfg = _config(tmp_path, tskit_cohort, extra='[compute]\nscheduler = "tcp://127.0.0.1:9"\n')
+    with (
+        dask.config.set({"mspca.connect-timeout": "1s"}),
+        pytest.raises(SchedulerError, match=r"could not connect to the Dask scheduler at"),
+    ):
+        gx.run_job(gx.load_config(cfg))
+    assert not (tmp_path / "out" / "job").exists()

@@ -10,12 +10,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .._execution import JOB_SCHEDULERS
 from .._params import _suggest, config_keys, from_mapping
 from ..errors import ConfigError, ParameterError
 from ..io.urls import LOCAL_PROTOCOLS, is_url, local_path
 from . import compact as _compact
-
-_SCHEDULERS = ("threads", "sync", "processes", "local-cluster")
 
 
 @dataclass(frozen=True)
@@ -255,10 +254,10 @@ def _one_of(*options: str) -> Callable[[Any, str], str]:
 
 
 def _scheduler(v: Any, where: str = "[compute] scheduler") -> str:
-    if isinstance(v, str) and (v in _SCHEDULERS or "://" in v):
+    if isinstance(v, str) and (v in JOB_SCHEDULERS or "://" in v):
         return v
     raise ConfigError(
-        f"{where} must be one of {list(_SCHEDULERS)} or a scheduler address like "
+        f"{where} must be one of {list(JOB_SCHEDULERS)} or a scheduler address like "
         f"'tcp://host:8786' (not {v!r})"
     )
 

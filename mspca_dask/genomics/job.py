@@ -14,11 +14,11 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from .._execution import Executor
+from .._execution import Executor, job_scheduler
 from ..errors import (
     ConfigError,
     JobLockedError,
@@ -133,38 +133,6 @@ class JobOutcome:
     job_fingerprint: str
     dataset: xr.Dataset | None = None
     seconds: float = 0.0
-
-
-@contextlib.contextmanager
-def _scheduler_for(cfg: JobConfig) -> Iterator[Any]:
-    if cfg.scheduler == "local-cluster":
-        from distributed import Client, LocalCluster
-
-        with (
-            LocalCluster(
-                n_workers=cfg.workers,
-                threads_per_worker=1,
-                processes=True,
-                dashboard_address=None,
-            ) as cluster,
-            Client(cluster) as client,
-        ):
-            yield client
-    elif "://" in cfg.scheduler:
-        from distributed import Client
-
-        from ..errors import SchedulerError
-
-        try:
-            client = Client(cfg.scheduler, timeout="30s")
-        except OSError as exc:
-            raise SchedulerError(
-                f"could not connect to the Dask scheduler {cfg.scheduler}: {exc}"
-            ) from exc
-        with client:
-            yield client
-    else:
-        yield cfg.scheduler
 
 
 def run_job(cfg: JobConfig, *, overwrite: bool | None = None) -> JobOutcome:
@@ -295,7 +263,10 @@ def _compute(
         ref_desc,
     )
     timings["open"] = time.perf_counter() - t0
-    with _scheduler_for(cfg) as scheduler, _compact.workspace(cfg.output_dir.parent) as ws:
+    with (
+        job_scheduler(cfg.scheduler, cfg.workers) as scheduler,
+        _compact.workspace(cfg.output_dir.parent) as ws,
+    ):
         executor = Executor(scheduler=scheduler)
         t0 = time.perf_counter()
         qc = run_qc(cfg, vz, reference, executor, ws)
