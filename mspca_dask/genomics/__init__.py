@@ -59,12 +59,13 @@ from ..errors import (
 )
 from ..schema import GENOMICS_ATTRS, GENOMICS_SCHEMA_VERSION, GENOMICS_VARIABLES
 from .cli import build_parser, main, register_cli
+from .cohort import VcfZarr
 from .config import JobConfig, SimulateConfig, load_config
 from .dataset import RESULT_NAME, open_genomics_result, validate_genomics_dataset
 from .genotypes import genotype_input
 from .job import JobOutcome, job_fingerprint, run_job
 from .simulate import simulate_cohort
-from .sources import VcfZarr, input_fingerprint, open_genotypes, open_vcf_zarr
+from .sources import input_fingerprint, open_genotypes, open_vcf_zarr
 
 __all__ = [
     "JobConfig",

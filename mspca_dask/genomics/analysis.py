@@ -14,9 +14,9 @@ import numpy as np
 from .._execution import Executor
 from . import compact as _compact
 from . import preprocess
+from .cohort import VcfZarr
 from .config import JobConfig
 from .qc import QCResult
-from .sources import VcfZarr
 
 if TYPE_CHECKING:
     from ..result import MSPCAResult

@@ -17,9 +17,9 @@ from ..errors import (
 )
 from ..schema import GENOMICS_SCHEMA, GENOMICS_SCHEMA_VERSION, GENOMICS_VARIABLES
 from .analysis import Analysis
+from .cohort import VcfZarr
 from .config import JobConfig
 from .qc import QCResult
-from .sources import VcfZarr
 
 if TYPE_CHECKING:
     import xarray as xr

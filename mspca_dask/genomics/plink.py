@@ -28,6 +28,7 @@ import numpy as np
 
 from ..errors import InputError, MSPCAError, SourceNotFoundError
 from ..io import plink_fileset
+from .cohort import VcfZarr
 
 __all__ = ["plink_prefix", "is_plink_source", "open_plink", "plink_fingerprint"]
 
@@ -143,8 +144,6 @@ def open_plink(source: str | os.PathLike[str], *, variants_chunk_size: int | Non
         A malformed ``.bim``/``.fam``, a ``.bed`` that is not SNP-major PLINK 1 or whose size
         does not match the ``.bim`` and ``.fam``, or duplicate sample ids.
     """
-    from .sources import VcfZarr
-
     fs = plink_fileset(source)
     if fs is None:
         raise SourceNotFoundError(f"{source} does not name a PLINK fileset (.bed/.bim/.fam)")
@@ -306,8 +305,6 @@ def _column(header: list[str], rows: list[list[str]], name: str, path: Path) -> 
 
 
 def _open_pgen(prefix: Path, variants_chunk_size: int | None) -> Any:
-    from .sources import VcfZarr
-
     try:
         import pgenlib  # noqa: F401
     except ImportError as exc:

@@ -13,8 +13,8 @@ from .._execution import Executor
 from ..errors import InputError
 from . import compact as _compact
 from . import preprocess
+from .cohort import VcfZarr
 from .config import JobConfig
-from .sources import VcfZarr
 
 logger = logging.getLogger("mspca.genomics")
 

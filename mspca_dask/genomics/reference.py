@@ -13,8 +13,8 @@ from ..errors import (
     ConfigError,
     InputError,
 )
+from .cohort import VcfZarr
 from .config import JobConfig
-from .sources import VcfZarr
 
 
 def read_sample_metadata(path: Path, id_column: str) -> Any:

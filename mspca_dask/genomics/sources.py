@@ -5,13 +5,11 @@ from __future__ import annotations
 import hashlib
 import logging
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any, TypedDict, Unpack
 
 import dask.array as da
 import numpy as np
 
-from .._params import _suggest
 from ..errors import (
     DTypeError,
     InputError,
@@ -21,7 +19,8 @@ from ..errors import (
 from ..io import ZarrChunkReader, is_url
 from ..io.safety import check_chunks_present
 from . import compact as _compact
-from . import preprocess
+from . import plink, preprocess
+from .cohort import VcfZarr
 
 logger = logging.getLogger("mspca.genomics")
 
@@ -39,8 +38,6 @@ def input_fingerprint(
     store (a full read).  Object-store ETags are included when the filesystem reports them.
     """
     import fsspec
-
-    from . import plink
 
     if plink.is_plink_source(store):
         return plink.plink_fingerprint(store, mode=mode)
@@ -66,75 +63,6 @@ def input_fingerprint(
                 while block := f.read(1 << 20):
                     h.update(block)
     return h.hexdigest()
-
-
-@dataclass(frozen=True)
-class VcfZarr:
-    """A VCF Zarr store opened lazily.
-
-    Attributes
-    ----------
-    dosage : (n_variants, n_samples) dask array of float32
-        Alternate-allele dosage, NaN for missing calls (nothing read yet).
-    sample_id : (n_samples,) ndarray of str
-    variant_position : (n_variants,) ndarray of int
-    variant_contig : (n_variants,) ndarray of str
-        Contig names (``contig_id[variant_contig]``).
-    ploidy : int
-    variable : str
-        The variable the dosage was made from (``call_genotype``, ``call_dosage``, ...).
-    group : zarr.Group
-        The opened store (to read further sample variables).
-    attrs : dict
-        Root attributes (``source``, ``vcf_zarr_version``, ...).
-    variant_allele : (n_variants, n_alleles) ndarray of str, optional
-        REF then ALT alleles (``""`` pads a missing ALT), when the store has them.
-    variant_id : (n_variants,) ndarray of str, optional
-    calls : (n_variants, n_samples) dask array of int8, or None
-        The same dosages as int8 hard calls, ``-1`` missing, when the variable holds calls
-        (``call_genotype``): the statistics and compaction passes read these (a quarter of
-        the bytes of ``dosage``, and a table lookup instead of float arithmetic).
-    """
-
-    dosage: da.Array
-    sample_id: np.ndarray
-    variant_position: np.ndarray
-    variant_contig: np.ndarray
-    ploidy: int
-    variable: str
-    group: Any
-    attrs: dict[str, Any]
-    where: str
-    variant_allele: np.ndarray | None = None
-    variant_id: np.ndarray | None = None
-    calls: da.Array | None = None
-
-    @property
-    def n_samples(self) -> int:
-        return int(self.dosage.shape[1])
-
-    @property
-    def n_variants(self) -> int:
-        return int(self.dosage.shape[0])
-
-    def sample_variable(self, name: str) -> np.ndarray:
-        """A ``(samples,)`` variable of the store, read whole (it is small)."""
-        if self.group is None:
-            raise VariableNotFoundError(
-                f"{self.where} is not a Zarr store: it has no sample variable {name!r}"
-            )
-        if name not in self.group:
-            raise VariableNotFoundError(
-                f"the store {self.where} has no variable {name!r}"
-                f"{_suggest(name, self.group.keys())}"
-            )
-        arr = self.group[name]
-        if tuple(arr.shape) != (self.n_samples,):
-            raise InputError(
-                f"{self.where} variable {name!r} has shape {tuple(arr.shape)}; a sample "
-                f"variable must have shape ({self.n_samples},)"
-            )
-        return np.asarray(arr[:])
 
 
 def open_vcf_zarr(
@@ -286,8 +214,6 @@ def open_genotypes(store: str, **options: Unpack[OpenOptions]) -> VcfZarr:
     ``options`` are those of :func:`open_vcf_zarr` and apply to VCF Zarr only (a PLINK
     fileset has no chunks: a short ``.bed`` is an error when it is opened).
     """
-    from . import plink
-
     if plink.is_plink_source(store):
         return plink.open_plink(store)
     return open_vcf_zarr(store, **options)
