@@ -141,7 +141,8 @@ class CandidateLocation:
     ----------
     offsets : (k,) ndarray
         Inlier location minus the sample mean, in score units, along each of the ``k``
-        directions: the mean of the samples outside every group (0 when there is no group).
+        directions: the main group's mean where groups were found along it, else the mean of
+        the samples outside every group (0 when there is no group).
     methods : (k,) object ndarray of str
         How each direction's groups were found: ``"modes"`` (density groups), ``"mixture"``
         (two- or three-component fit by BIC), ``"projection"`` (a kurtosis-minimising
@@ -520,8 +521,10 @@ def candidate_location(
     Johnson SU by :data:`BIC_MARGIN` (minor weight at least :data:`MIN_GROUP_WEIGHT`).  The
     non-main groups found are removed from the inliers before the next direction is tested,
     and the sweep over the directions is repeated until it finds nothing new (at most
-    ``max_sweeps`` times).  The offsets are then the mean of the remaining inliers along every
-    direction (0 everywhere, the sample mean, when no group was found).  If nothing was found
+    ``max_sweeps`` times).  The offset along a direction where groups were found is the main
+    group's mean there (the main mixture component's mean, or the main density group's); along
+    the others it is the mean of the remaining inliers (0 everywhere, the sample mean, when no
+    group was found).  If nothing was found
     and ``k >= 2``, kurtosis-minimising projections of the scores (Peña & Prieto 2001) get the
     same tests.  The fits use at most ``max_samples`` seeded rows.
 
@@ -571,6 +574,7 @@ def candidate_location(
     evidence = np.full(k, -np.inf)
     groups: list[np.ndarray] = []
     inliers = np.ones(n, dtype=bool)
+    found_offset = np.full(k, np.nan)
     for _ in range(max(1, max_sweeps)):
         new = False
         for j in range(k):
@@ -584,7 +588,7 @@ def candidate_location(
                     sub = t[in_test[idx]]
                     evidence[j] = mixture_evidence(sub)[0] if sub.size >= 20 else -np.inf
                 continue
-            methods[j], _, evidence[j], gs = found
+            methods[j], found_offset[j], evidence[j], gs = found
             for g in gs:
                 full = np.zeros(n, dtype=bool)
                 full[idx[g]] = True
@@ -595,7 +599,10 @@ def candidate_location(
             break
     groups = _split_groups(T, groups)
     if groups:
-        offsets = T[inliers].mean(axis=0)
+        # along a direction where a fit found groups its main component's mean (consistent
+        # when the groups overlap: the hard labels' mean is biased by the misassigned tails,
+        # measured 0.41 sd at 45 % displaced by 3 sd); elsewhere the remaining inliers' mean
+        offsets = np.where(np.isnan(found_offset), T[inliers].mean(axis=0), found_offset)
         methods[methods == "mean"] = "inliers"
     elif k >= 2 and n > 4 * k:
         rows = np.flatnonzero(in_test)
