@@ -520,8 +520,9 @@ def candidate_location(
     (b) else a two- or three-component equal-variance mixture that beats a Gaussian and a
     Johnson SU by :data:`BIC_MARGIN` (minor weight at least :data:`MIN_GROUP_WEIGHT`).  The
     non-main groups found are removed from the inliers before the next direction is tested,
-    and the sweep over the directions is repeated until it finds nothing new (at most
-    ``max_sweeps`` times).  The offset along a direction where groups were found is the main
+    and the sweep over the directions without groups is repeated until it finds nothing new
+    (at most ``max_sweeps`` times); a group that holds separated clusters is split
+    (:func:`_split_groups`).  The offset along a direction where groups were found is the main
     group's mean there (the main mixture component's mean, or the main density group's); along
     the others it is the mean of the remaining inliers (0 everywhere, the sample mean, when no
     group was found).  If nothing was found
@@ -578,15 +579,18 @@ def candidate_location(
     for _ in range(max(1, max_sweeps)):
         new = False
         for j in range(k):
+            if methods[j] != "mean":
+                # never retest a direction on the tail its own groups left: a truncated
+                # sample is skewed and a fit to it peels the inliers' own tail
+                continue
             idx = np.flatnonzero(inliers)
             if idx.size < 20:
                 break
             t = T[idx, j]
             found = _groups_1d(t, t[in_test[idx]])
             if found is None:
-                if methods[j] == "mean":
-                    sub = t[in_test[idx]]
-                    evidence[j] = mixture_evidence(sub)[0] if sub.size >= 20 else -np.inf
+                sub = t[in_test[idx]]
+                evidence[j] = mixture_evidence(sub)[0] if sub.size >= 20 else -np.inf
                 continue
             methods[j], found_offset[j], evidence[j], gs = found
             for g in gs:
