@@ -91,7 +91,7 @@ def test_candidate_location__offset_is_the_main_groups_mean_up_to_45_percent():
     assert loc.groups.shape == (2000, 1) and loc.groups[:900, 0].mean() > 0.8
 
 
-def test_candidate_location__a_direction_carrying_clusters_found_elsewhere_gets_no_group_of_its_own():
+def test_candidate_location__a_direction_carrying_clusters_found_elsewhere_gets_no_own_group():
     # two equal clusters far out along direction 0 are displaced by 0.7 sd along direction 1
     # (a covariance spike mixed with the mean shift at finite n): tested on all samples,
     # direction 1 fitted a mixture of its own that cut its scores; peeled, it is unimodal
