@@ -141,10 +141,13 @@ class CandidateLocation:
     ----------
     offsets : (k,) ndarray
         Inlier location minus the sample mean, in score units, along each of the ``k``
-        directions (0 where the scores are unimodal).
+        directions: the main group's mean where groups were found along it, else the mean of
+        the samples outside every group (0 when there is no group).
     methods : (k,) object ndarray of str
-        How each offset was found: ``"modes"`` (density groups), ``"mixture"`` (two-component
-        fit by BIC), ``"projection"`` (a kurtosis-minimising projection) or ``"mean"``.
+        How each direction's groups were found: ``"modes"`` (density groups), ``"mixture"``
+        (two- or three-component fit by BIC), ``"projection"`` (a kurtosis-minimising
+        projection), ``"inliers"`` (none along it, but groups along other directions: the
+        offset is the remaining inliers' mean) or ``"mean"`` (no group anywhere).
     evidence : (k,) ndarray
         BIC of the best unimodal fit minus that of the two-component mixture along each
         direction (positive: a mixture is more likely); ``inf`` for separated density groups.
@@ -460,22 +463,82 @@ def _min_kurtosis_directions(T: np.ndarray, rng: np.random.Generator) -> np.ndar
     return D / np.linalg.norm(D, axis=0)
 
 
+#: Fewest members of each part when a group is split (:func:`_split_groups`).
+MIN_SPLIT = 20
+
+
+def _split_groups(T: np.ndarray, groups: list[np.ndarray]) -> list[np.ndarray]:
+    """Split each group whose members form separated density groups along some direction.
+
+    Two clusters that overlap along the direction where they were found come out as one
+    group (measured: three equal 5 % clusters, 40 + 60 samples of two clusters 12 score units
+    apart along the third direction in one group); that group's mean along the direction
+    separating them is near the inliers', so the knockoffs' memberships cannot move that
+    eigenvector and it is called stable.  Only a clear density gap splits a group (no mixture
+    fit: a split along a covariance direction would displace the parts along it by
+    construction), and each part keeps at least :data:`MIN_SPLIT` members.
+    """
+    out = list(groups)
+    queue = list(range(len(out)))
+    while queue:
+        gi = queue.pop()
+        idx = np.flatnonzero(out[gi])
+        if idx.size < 2 * MIN_SPLIT:
+            continue
+        for j in range(T.shape[1]):
+            t = T[idx, j]
+            cuts = density_groups(t, min_weight=max(MIN_DENSITY_WEIGHT, MIN_SPLIT / idx.size))
+            if cuts is None:
+                continue
+            label = np.searchsorted(cuts, t)
+            parts = []
+            for part in range(cuts.size + 1):
+                mask = np.zeros(T.shape[0], dtype=bool)
+                mask[idx[label == part]] = True
+                parts.append(mask)
+            out[gi] = parts[0]
+            queue.append(gi)
+            for mask in parts[1:]:
+                out.append(mask)
+                queue.append(len(out) - 1)
+            break
+    return out
+
+
 def candidate_location(
     scores: np.ndarray,
     *,
     max_samples: int = TEST_MAX_SAMPLES,
     random_state: int = 0,
+    max_sweeps: int = 2,
 ) -> CandidateLocation:
     """Inlier location along each candidate eigenvector, from the centred sample scores.
 
-    For each column of ``scores`` (the samples' scores on one candidate eigenvector, minus
-    their mean): (a) separated density groups (:func:`density_groups`) give the largest
-    group's mean; (b) else a two-component equal-variance mixture that beats a Gaussian and a
-    Johnson SU by :data:`BIC_MARGIN` (minor weight at least :data:`MIN_GROUP_WEIGHT`) gives
-    its main component's mean; (c) else 0 (the sample mean).  If nothing was found and
-    ``k >= 2``, kurtosis-minimising projections of the scores (Peña & Prieto 2001) get the
-    same tests, and a group found there sets the offsets of every direction to the main
-    group's mean.  The fits use at most ``max_samples`` seeded rows.
+    The groups are peeled off one direction at a time.  For each column of ``scores`` in turn
+    (the samples' scores on one candidate eigenvector), the scores of the samples *still
+    counted as inliers* are tested: (a) separated density groups (:func:`density_groups`),
+    (b) else a two- or three-component equal-variance mixture that beats a Gaussian and a
+    Johnson SU by :data:`BIC_MARGIN` (minor weight at least :data:`MIN_GROUP_WEIGHT`).  The
+    non-main groups found are removed from the inliers before the next direction is tested,
+    and the sweep over the directions without groups is repeated until it finds nothing new
+    (at most ``max_sweeps`` times); a group that holds separated clusters is split
+    (:func:`_split_groups`).  The offset along a direction where groups were found is the main
+    group's mean there (the main mixture component's mean, or the main density group's); along
+    the others it is the mean of the remaining inliers (0 everywhere, the sample mean, when no
+    group was found).  If nothing was found
+    and ``k >= 2``, kurtosis-minimising projections of the scores (Peña & Prieto 2001) get the
+    same tests.  The fits use at most ``max_samples`` seeded rows.
+
+    Why peel: testing every direction on all samples lets a direction that only *carries* a
+    cluster found along another one (a covariance eigenvector mixed with a mean shift at
+    finite n, the clusters displaced along it by a fraction of its spread) fit a mixture of
+    its own; that mixture cuts the covariance spike's scores, so the group is displaced along
+    it by construction (its shift evidence is large whatever the truth) and its within-group
+    variance drops below the edge (measured: two equal 10 % clusters + two covariance spikes,
+    groups of 20/57/51 and 35/50/47 inliers/cluster 1/cluster 2, shift z 9.8 on the top
+    covariance spike).  Once the clusters found along the strong directions are removed, the
+    remaining inliers are unimodal along such a direction and it gets no group; one inlier
+    set also gives one location, consistent across the directions.
 
     Parameters
     ----------
@@ -485,6 +548,8 @@ def candidate_location(
         Cap on the rows the 1-D fits use.
     random_state : int
         Seed of the subsample and of the projection starts.
+    max_sweeps : int
+        Most sweeps over the directions.
 
     Returns
     -------
@@ -495,7 +560,7 @@ def candidate_location(
     >>> rng = np.random.default_rng(0)
     >>> T = rng.standard_normal((1000, 2)); T[:300, 0] += 6; T -= T.mean(axis=0)
     >>> loc = candidate_location(T)
-    >>> bool(abs(loc.offsets[0] + 1.8) < 0.2 and loc.offsets[1] == 0.0)
+    >>> bool(abs(loc.offsets[0] + 1.8) < 0.2 and abs(loc.offsets[1]) < 0.15)
     True
     """
     T = np.asarray(scores, dtype=float)
@@ -503,19 +568,48 @@ def candidate_location(
         T = T[:, None]
     n, k = T.shape
     rng = np.random.default_rng(random_state)
-    rows = np.arange(n) if n <= max_samples else np.sort(rng.choice(n, max_samples, replace=False))
+    in_test = np.zeros(n, dtype=bool)
+    in_test[np.arange(n) if n <= max_samples else rng.choice(n, max_samples, replace=False)] = True
     offsets = np.zeros(k)
     methods = np.array(["mean"] * k, dtype=object)
     evidence = np.full(k, -np.inf)
     groups: list[np.ndarray] = []
-    for j in range(k):
-        found = _groups_1d(T[:, j], T[rows, j])
-        if found is None:
-            evidence[j] = mixture_evidence(T[rows, j])[0] if n >= 20 else -np.inf
-            continue
-        methods[j], offsets[j], evidence[j], gs = found
-        groups += gs
-    if not groups and k >= 2 and n > 4 * k:
+    inliers = np.ones(n, dtype=bool)
+    found_offset = np.full(k, np.nan)
+    for _ in range(max(1, max_sweeps)):
+        new = False
+        for j in range(k):
+            if methods[j] != "mean":
+                # never retest a direction on the tail its own groups left: a truncated
+                # sample is skewed and a fit to it peels the inliers' own tail
+                continue
+            idx = np.flatnonzero(inliers)
+            if idx.size < 20:
+                break
+            t = T[idx, j]
+            found = _groups_1d(t, t[in_test[idx]])
+            if found is None:
+                sub = t[in_test[idx]]
+                evidence[j] = mixture_evidence(sub)[0] if sub.size >= 20 else -np.inf
+                continue
+            methods[j], found_offset[j], evidence[j], gs = found
+            for g in gs:
+                full = np.zeros(n, dtype=bool)
+                full[idx[g]] = True
+                groups.append(full)
+                inliers &= ~full
+            new = True
+        if not new:
+            break
+    groups = _split_groups(T, groups)
+    if groups:
+        # along a direction where a fit found groups its main component's mean (consistent
+        # when the groups overlap: the hard labels' mean is biased by the misassigned tails,
+        # measured 0.41 sd at 45 % displaced by 3 sd); elsewhere the remaining inliers' mean
+        offsets = np.where(np.isnan(found_offset), T[inliers].mean(axis=0), found_offset)
+        methods[methods == "mean"] = "inliers"
+    elif k >= 2 and n > 4 * k:
+        rows = np.flatnonzero(in_test)
         D = _min_kurtosis_directions(T[rows], rng)
         for j in range(D.shape[1]):
             z = T @ D[:, j]
