@@ -4,6 +4,8 @@ The notes below were written after the full run of the date in RESULTS.md; rerun
 the tables, so read the notes against them.
 """
 
+from __future__ import annotations
+
 INTRO = """
 Issue #6: the experiments of *Mean-Shift PCA by Knockoff Mean* (Section 5 and the appendix),
 rerun with `mspca_dask` and with every baseline run as its authors intend.  Code:
