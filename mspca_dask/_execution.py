@@ -617,7 +617,7 @@ def _distributed_bar(executor: Executor, futures: list[Any], address: str) -> An
     """distributed's scheduler-fed progress bar, drawing through :meth:`Executor._draw`."""
     from distributed.diagnostics.progressbar import TextProgressBar
 
-    class _Bar(TextProgressBar):  # type: ignore[misc]
+    class _Bar(TextProgressBar):
         def _draw_bar(self, remaining: int, all: int, **kwargs: Any) -> None:  # noqa: A002
             executor._draw((1 - remaining / all) if all else 1.0, self.elapsed)
 

@@ -114,10 +114,10 @@ class MeanShiftPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstima
     ----------
     result_ : MSPCAResult
         The full result of :func:`mspca_dask.fit` (every eigenpair, verdict and reason).
-    components_ : ndarray of shape (n_components_, n_features)
+    components_ : ndarray of shape ``(n_components_, n_features)``
         The stable (covariance) eigenvectors, as unit rows, by descending eigenvalue,
         with deterministic signs.
-    explained_variance_ : ndarray of shape (n_components_,)
+    explained_variance_ : ndarray of shape ``(n_components_,)``
         Their eigenvalues, as eigenvalues of ``(X - mean_)ᵀ(X - mean_) / n_samples``
         (divided by ``n``, not ``n - 1`` as in :class:`sklearn.decomposition.PCA`).
     n_components_ : int
@@ -135,7 +135,7 @@ class MeanShiftPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstima
         True for the stable eigenpairs among the ``K``.
     n_features_in_ : int
         Number of features seen during :meth:`fit`.
-    feature_names_in_ : ndarray of shape (n_features_in_,)
+    feature_names_in_ : ndarray of shape ``(n_features_in_,)``
         Names of the features seen during :meth:`fit`, when ``X`` has string column
         names.
 
@@ -266,7 +266,7 @@ class MeanShiftPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstima
 
         Returns
         -------
-        X_new : ndarray or dask.array.Array of shape (n_samples, n_components_)
+        X_new : ndarray or dask.array.Array of shape ``(n_samples, n_components_)``
             ``(X - mean_) @ components_.T``; a Dask array (chunked along the samples
             like ``X``) for Dask input.
         """
@@ -352,7 +352,7 @@ class MeanShiftPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstima
 
         Returns
         -------
-        X_new : ndarray or dask.array.Array of shape (n_samples, n_components_)
+        X_new : ndarray or dask.array.Array of shape ``(n_samples, n_components_)``
             ``(X - mean_) @ components_.T``: a NumPy array for NumPy-like input, a lazy
             Dask array for Dask input.
         """

@@ -207,7 +207,7 @@ def check_invariance(
             assert shift_z is not None and within is not None
             reasons[i] = (
                 f"stable: groups are displaced along it (shift evidence z = "
-                f"{float(shift_z[i]):.3g}) but its variance within the groups, "  # type: ignore[index]
+                f"{float(shift_z[i]):.3g}) but its variance within the groups, "
                 f"{float(within[i]):.4g}, is still a spike: a covariance spike mixed with a "
                 f"mean shift"
             )

@@ -859,4 +859,4 @@ def _root_figure(ax: Axes) -> Figure:
         fig = ax.figure
         while getattr(fig, "figure", fig) is not fig:
             fig = fig.figure
-    return fig  # type: ignore[no-any-return]
+    return fig

@@ -193,6 +193,13 @@ def rayleigh_ritz(
     bounds : (k,) ndarray
         ``min(r, r² / δ)`` with ``δ`` the distance from ``θ`` to the nearest *other* Ritz value
         less ``r`` (the Kato–Temple refinement); ``r`` where no positive gap is available.
+
+    Notes
+    -----
+    Kato–Temple needs the gap from ``θ`` to the rest of the *true* spectrum; the Ritz values
+    stand in for it.  So ``bounds`` is a certificate on the condition that ``span(Q)`` has not
+    missed an eigenvalue nearer to ``θ`` than the Ritz gap (a block Krylov space grown from a
+    random block misses one with negligible probability); ``residuals`` hold unconditionally.
     """
     H = Q.T @ OpQ
     H = (H + H.T) / 2

@@ -21,7 +21,7 @@ What a run does
    temporary directory that is renamed into place only when complete.
 
 Centring: the allele frequencies come from a **reference** set of samples
------------------------------------------------------------------------
+-------------------------------------------------------------------------
 Standard genotype PCA centres every variant by its mean over *all* samples.  That centring
 removes exactly what the knockoff needs to see: on a stdpopsim Out-of-Africa simulation
 (200 CEU + 20 YRI) the YRI spike went from 3509.12 to 3508.97 under the knockoff with
