@@ -6,9 +6,6 @@
 * :func:`run_measured` — run a Python snippet in a fresh subprocess, sample its memory from
   the outside, and return what it printed as JSON (so every measurement starts from a clean
   interpreter and the peak is not polluted by the benchmark's own arrays);
-* :func:`record_passes` — make the genomics job's fits keep their executors (only
-  ``genomics_vs_plink2.py`` needs it: the job returns its Dataset, not the fit's result; a
-  fit's own passes are ``MSPCAResult.passes``);
 * :func:`write_zarr_store` — a simulated spiked mixture written chunk by chunk, float32.
 
 No path of the machine is recorded: temporary stores live in ``tempfile.mkdtemp()``.
@@ -175,29 +172,6 @@ def run_measured(code: str, timeout: float | None = None) -> dict[str, Any]:
     result["peak_rss"] = mem.peak
     result["process_seconds"] = time.perf_counter() - t0
     return result
-
-
-def record_passes() -> list[Any]:
-    """Patch ``mspca_dask.api.Executor`` so every fit's executor is appended to a list."""
-    import mspca_dask.api as api
-
-    executors: list[Any] = []
-    base = api.Executor
-
-    class _Recording(base):  # type: ignore[misc, valid-type]
-        def __post_init__(self) -> None:
-            super().__post_init__()
-            executors.append(self)
-
-    api.Executor = _Recording
-    return executors
-
-
-def passes_of(executor: Any) -> list[dict[str, Any]]:
-    return [
-        {"name": p.name, "products": list(p.products), "seconds": p.seconds}
-        for p in executor.passes
-    ]
 
 
 def write_zarr_store(

@@ -242,31 +242,14 @@ def _plain_pca_scores(sim: dict[str, Any]) -> tuple[np.ndarray, dict[str, Any]]:
 
 
 def _profile(cfg: Path, out: Path) -> dict[str, Any]:
-    """One more run of the job in this process, recording every pass (name, seconds)."""
-    from _bench import passes_of, record_passes
-
+    """One more run of the job in this process, with every pass it ran (name, seconds)."""
     import mspca_dask.genomics as gx
-    from mspca_dask.genomics import analysis, job
 
-    fit_executors = record_passes()
-    job_executors: list[Any] = []
-    base = job.Executor
-
-    class _Recording(base):  # type: ignore[misc, valid-type]
-        def __post_init__(self) -> None:
-            super().__post_init__()
-            job_executors.append(self)
-
-    job.Executor = analysis.Executor = _Recording  # the job's passes: statistics, compaction
-    try:
-        shutil.rmtree(out, ignore_errors=True)
-        t0 = time.perf_counter()
-        gx.run_job(gx.load_config(cfg))
-        seconds = time.perf_counter() - t0
-    finally:
-        job.Executor = analysis.Executor = base
-    passes = [p for e in job_executors + fit_executors for p in passes_of(e)]
-    return {"seconds_in_process": seconds, "passes": passes}
+    shutil.rmtree(out, ignore_errors=True)
+    t0 = time.perf_counter()
+    outcome = gx.run_job(gx.load_config(cfg))
+    seconds = time.perf_counter() - t0
+    return {"seconds_in_process": seconds, "passes": list(outcome.passes)}
 
 
 def _plink_eigenvec(path: Path, sample_ids: np.ndarray) -> np.ndarray:

@@ -122,6 +122,10 @@ class PassRecord:
     products: tuple[str, ...]
     seconds: float
 
+    def as_dict(self) -> dict[str, Any]:
+        """``{"name", "products", "seconds"}``: the form results and job outcomes record."""
+        return {"name": self.name, "products": list(self.products), "seconds": self.seconds}
+
 
 @dataclass
 class Executor:

@@ -214,9 +214,7 @@ def fit(
         precision=output.precision,
         allow_missing_chunks=bool(allow_missing_chunks),
         missing_chunks=src.missing_chunks,
-        passes=[
-            {"name": p.name, "products": list(p.products), "seconds": p.seconds} for p in passes
-        ],
+        passes=[p.as_dict() for p in passes],
     )
     if gin is not None:  # a genotype store: what its QC kept and dropped
         record["genotype_qc"] = gin.qc_counts

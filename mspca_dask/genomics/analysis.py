@@ -35,6 +35,8 @@ class Analysis:
     comparison: dict[str, Any] | None
     n_imputed_calls: int
     n_raw_passes: int = 0  # reads of the raw store after QC (the compaction pass)
+    #: the passes that built the compact matrix (``PassRecord.as_dict``), before the fit's
+    compaction_passes: tuple[dict[str, Any], ...] = ()
 
 
 def _fit(X: da.Array, cfg: JobConfig, location: Any, scheduler: Any) -> MSPCAResult:
@@ -100,7 +102,10 @@ def analyse(
             workers=cfg.workers,
         )
         if compact is not None:
-            return _analyse(cfg, vz, qc, scheduler, compact)
+            return dataclasses.replace(
+                _analyse(cfg, vz, qc, scheduler, compact),
+                compaction_passes=tuple(p.as_dict() for p in executor.passes),
+            )
     with _compact.compact_calls(
         vz.calls,
         qc.variant_keep,
@@ -111,7 +116,11 @@ def analyse(
         spill_dir=cfg.output_dir.parent if workspace is None else workspace,
         workers=cfg.workers,
     ) as compact:
-        return dataclasses.replace(_analyse(cfg, vz, qc, scheduler, compact), n_raw_passes=1)
+        return dataclasses.replace(
+            _analyse(cfg, vz, qc, scheduler, compact),
+            n_raw_passes=1,
+            compaction_passes=tuple(p.as_dict() for p in executor.passes),
+        )
 
 
 def _analyse(

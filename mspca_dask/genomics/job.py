@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -133,6 +133,9 @@ class JobOutcome:
     job_fingerprint: str
     dataset: xr.Dataset | None = None
     seconds: float = 0.0
+    #: Every pass the job ran, in order: statistics, compaction, the fit's, the comparison
+    #: fit's (each ``{"name", "products", "seconds"}``); empty when it was up to date.
+    passes: tuple[dict[str, Any], ...] = ()
 
 
 def run_job(cfg: JobConfig, *, overwrite: bool | None = None) -> JobOutcome:
@@ -210,7 +213,7 @@ def run_job(cfg: JobConfig, *, overwrite: bool | None = None) -> JobOutcome:
             )
         if (out.exists() or out.is_symlink()) and not is_replaceable(out, result_name=RESULT_NAME):
             raise foreign_error(str(out), "[output] dir")
-        ds, an = _compute(cfg, input_fp, job_fp, timings)
+        ds, an, passes = _compute(cfg, input_fp, job_fp, timings)
         t0 = time.perf_counter()
         tmp = out.parent / f".{out.name}.tmp-{uuid.uuid4().hex}"
         tmp.mkdir(parents=True)
@@ -224,12 +227,12 @@ def run_job(cfg: JobConfig, *, overwrite: bool | None = None) -> JobOutcome:
         timings["write"] = time.perf_counter() - t0
     seconds = time.perf_counter() - t_start
     logger.info("done in %.1f s: %s (report: %s)", seconds, out / RESULT_NAME, out / "report.html")
-    return JobOutcome("computed", out, job_fp, ds, seconds)
+    return JobOutcome("computed", out, job_fp, ds, seconds, passes)
 
 
 def _compute(
     cfg: JobConfig, input_fp: str, job_fp: str, timings: dict[str, float]
-) -> tuple[xr.Dataset, Analysis]:
+) -> tuple[xr.Dataset, Analysis, tuple[dict[str, Any], ...]]:
     t0 = time.perf_counter()
     vz = open_genotypes(
         cfg.store,
@@ -276,6 +279,12 @@ def _compute(
         an = analyse(cfg, vz, qc, scheduler, ws)
         timings["fit"] = time.perf_counter() - t0
     res = an.result
+    passes = (
+        *(p.as_dict() for p in executor.passes),
+        *an.compaction_passes,
+        *res.passes,
+        *(an.comparison["result"].passes if an.comparison is not None else ()),
+    )
     n_passes = (
         qc.n_passes
         + an.n_raw_passes
@@ -302,7 +311,7 @@ def _compute(
         timings=timings,
         n_passes=n_passes,
     )
-    return ds, an
+    return ds, an, passes
 
 
 def _write_outputs(ds: xr.Dataset, an: Analysis, directory: Path, cfg: JobConfig) -> None:
