@@ -305,7 +305,13 @@ def main() -> None:
         stored = json.loads((args.out / "runtime.json").read_text())
         args.repeats = stored["meta"].get("repeats", args.repeats)
         write(
-            args, stored["meta"], stored["paper"], stored["grid"], stored["cost_model"], shape, K,
+            args,
+            stored["meta"],
+            stored["paper"],
+            stored["grid"],
+            stored["cost_model"],
+            shape,
+            K,
             measured=False,
         )
         return

@@ -111,9 +111,20 @@ def test_runtime_quick__grid_only_keeps_the_paper_tables_and_render_rewrites(tmp
 def test_accuracy_quick__runs_and_merges_one_method_into_stored_results(tmp_path):
     def run(*options: str) -> dict:
         proc = subprocess.run(
-            [sys.executable, str(BENCH / "accuracy.py"), "--quick", "--out", str(tmp_path),
-             "--only", "pi1=0.05", *options],
-            capture_output=True, text=True, timeout=300, cwd=ROOT,
+            [
+                sys.executable,
+                str(BENCH / "accuracy.py"),
+                "--quick",
+                "--out",
+                str(tmp_path),
+                "--only",
+                "pi1=0.05",
+                *options,
+            ],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            cwd=ROOT,
         )
         assert proc.returncode == 0, proc.stderr[-3000:]
         return json.loads((tmp_path / "accuracy.json").read_text())
@@ -131,8 +142,15 @@ def test_accuracy_quick__runs_and_merges_one_method_into_stored_results(tmp_path
 
 def test_accuracy_quick__beyond_suite_writes_its_table(tmp_path):
     proc = subprocess.run(
-        [sys.executable, str(BENCH / "accuracy.py"), "--suite", "beyond", "--quick",
-         "--out", str(tmp_path)],
+        [
+            sys.executable,
+            str(BENCH / "accuracy.py"),
+            "--suite",
+            "beyond",
+            "--quick",
+            "--out",
+            str(tmp_path),
+        ],
         capture_output=True,
         text=True,
         timeout=300,
@@ -142,8 +160,11 @@ def test_accuracy_quick__beyond_suite_writes_its_table(tmp_path):
     payload = json.loads((tmp_path / "accuracy.json").read_text())
     rows = {r["scenario"]: r for r in payload["beyond"]}
     assert payload["meta"]["beyond"]["quick"] is True
-    assert set(rows) == {"paper pi1=0.05", "3 equal clusters 5 % each",
-                         "no contamination, 2 cov spikes"}
+    assert set(rows) == {
+        "paper pi1=0.05",
+        "3 equal clusters 5 % each",
+        "no contamination, 2 cov spikes",
+    }
     assert all(r["trials"] == 1 for r in rows.values())
     assert 0 <= rows["paper pi1=0.05"]["mean_alignment"] <= 100
     assert "trials_with_false_flag" in rows["no contamination, 2 cov spikes"]

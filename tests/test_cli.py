@@ -387,11 +387,14 @@ def test_fit__no_spike_warning_is_one_line_on_stderr(
 
 def test_report_warnings__our_warnings_become_one_line_each_others_pass_through() -> None:
     lines: list[str] = []
-    with pytest.warns(RuntimeWarning, match="not ours"):
-        with report_warnings(lines.append):
-            for _ in range(2):  # every occurrence, not once per location
-                warnings.warn("no spike\n above the edge", mspca_dask.NoSpikeWarning, stacklevel=1)
-            warnings.warn("not ours", RuntimeWarning, stacklevel=1)
+
+    def warn_ours_twice_then_theirs() -> None:
+        for _ in range(2):  # every occurrence, not once per location
+            warnings.warn("no spike\n above the edge", mspca_dask.NoSpikeWarning, stacklevel=1)
+        warnings.warn("not ours", RuntimeWarning, stacklevel=1)
+
+    with pytest.warns(RuntimeWarning, match="not ours"), report_warnings(lines.append):
+        warn_ours_twice_then_theirs()
     assert lines == ["no spike above the edge"] * 2
 
 

@@ -670,7 +670,7 @@ def test_fit_on_slurm__refuses_a_scheduler_of_its_own(fit_on_slurm: ModuleType) 
 def test_fit_on_slurm__main_needs_fit_arguments(
     fit_on_slurm: ModuleType, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    with pytest.raises(SystemExit) as exc:
+    with pytest.raises(SystemExit, match="^2$") as exc:
         fit_on_slurm.main(["--jobs", "2", "--"])
     assert exc.value.code == 2
     assert "give the arguments of `mspca fit` after --" in capsys.readouterr().err

@@ -380,7 +380,7 @@ def test_fit__sigkill_of_a_busy_worker_gives_the_bitwise_identical_result(real_c
     client, address = real_cluster["client"], real_cluster["address"]
     _wait_for_workers(client, 2)
     X = slow_array(model, 0.03)
-    fit_kw = dict(n_components=K, solver="randomized", scheduler=address)
+    fit_kw = {"n_components": K, "solver": "randomized", "scheduler": address}
     undisturbed = mspca_dask.fit(X, **fit_kw)
     assert undisturbed.n_passes >= 4
 

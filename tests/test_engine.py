@@ -20,7 +20,7 @@ from mspca_dask._passes import orient
 from mspca_dask.errors import ParameterError
 from mspca_dask.testing import paper_setting
 
-DRAW_KW = dict(n=30, d=8, p=8, n_knockoffs=3, knockoff_weight=1.0, width=5)
+DRAW_KW = {"n": 30, "d": 8, "p": 8, "n_knockoffs": 3, "knockoff_weight": 1.0, "width": 5}
 
 
 # ---------------------------------------------------------------------------- plan

@@ -94,16 +94,16 @@ def reference_mspca(
         z_threshold=shift_z_threshold(K),
         within=within_group_variance(Xl @ U, groups) if groups.shape[1] else None,
     )
-    return dict(
-        eigenvalues=lam,
-        knockoff=np.array(knock),
-        stable=chk.stable,
-        vectors=U,
-        scores=Xl @ U,
-        s2=s2,
-        eps=eps,
-        t2=t2,
-    )
+    return {
+        "eigenvalues": lam,
+        "knockoff": np.array(knock),
+        "stable": chk.stable,
+        "vectors": U,
+        "scores": Xl @ U,
+        "s2": s2,
+        "eps": eps,
+        "t2": t2,
+    }
 
 
 def _align_signs(A, B):

@@ -108,10 +108,14 @@ def test_compact_calls__removes_the_temporary_store_when_the_fit_fails(tmp_path:
     rng = np.random.default_rng(4)
     gt = _random_genotypes(rng, 30, 10)
     keep = np.ones(30, dtype=bool)
-    with pytest.raises(RuntimeError, match="the fit failed"):
+
+    def fit_that_fails() -> None:
         with _compact_of(gt, keep, np.ones(10, dtype=bool), memory_budget=0, spill_dir=tmp_path):
             assert len(list(tmp_path.iterdir())) == 1
             raise RuntimeError("the fit failed")
+
+    with pytest.raises(RuntimeError, match="the fit failed"):
+        fit_that_fails()
     assert list(tmp_path.iterdir()) == []
 
 

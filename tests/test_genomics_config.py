@@ -101,7 +101,9 @@ def test_job_config__pca_takes_every_tuning_parameter_and_fingerprints_it() -> N
 def test_job_config__bad_pca_value_raises_the_registry_message(
     pca: dict[str, Any], key: str
 ) -> None:
-    with pytest.raises(ParameterError) as expected:
+    with pytest.raises(
+        ParameterError, match=r"^\[pca\] .* must be " + re.escape(PARAMETERS[key].range_text())
+    ) as expected:
         from_mapping(pca, where="[pca]")
     with pytest.raises(
         ConfigError, match=r"^\[pca\] .* must be " + re.escape(PARAMETERS[key].range_text())

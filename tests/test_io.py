@@ -597,18 +597,18 @@ def test_write_dataset_atomic__hard_crash_leaves_only_hidden_temp(tmp_path, resu
         pass
 
     def crash(*args, **kwargs):
-        raise HardCrash
+        raise HardCrash("the process died while committing the store")
 
     monkeypatch.setattr(writing, "commit_directory", crash)
     monkeypatch.setattr(writing, "_remove", lambda p: None)  # as if the process died here
-    with pytest.raises(HardCrash):
+    with pytest.raises(HardCrash, match="^the process died while committing the store$"):
         io.write_dataset_atomic(result, path)
     monkeypatch.undo()
     assert not path.exists()
     (leftover,) = _hidden_leftovers(tmp_path)
     assert leftover.startswith(".res.zarr.tmp-")
     assert io.is_complete(tmp_path / leftover)  # complete, but hidden and never renamed
-    assert list(p.name for p in tmp_path.iterdir() if not p.name.startswith(".")) == []
+    assert [p.name for p in tmp_path.iterdir() if not p.name.startswith(".")] == []
 
 
 def test_write_dataset_atomic__crash_during_overwrite_keeps_old_result(

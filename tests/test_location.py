@@ -65,8 +65,12 @@ from mspca_dask.location import candidate_location, density_groups, gaussian_mix
 @pytest.mark.parametrize("seed", range(5))
 def test_density_groups__never_split_gaussian_heavy_tailed_or_skewed_samples(seed):
     rng = np.random.default_rng(seed)
-    for t in (rng.standard_normal(1000), rng.standard_t(5, 1000), rng.gamma(4.0, size=1000),
-              rng.standard_normal(4000)):
+    for t in (
+        rng.standard_normal(1000),
+        rng.standard_t(5, 1000),
+        rng.gamma(4.0, size=1000),
+        rng.standard_normal(4000),
+    ):
         assert density_groups(t) is None
 
 

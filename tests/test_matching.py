@@ -11,7 +11,7 @@ from mspca_dask.matching import check_invariance, paper_rule
 
 
 def _check(lam, knock, ov, **kw):
-    args = dict(threshold=0.1, edge=3.8, margin=0.1, min_overlap=0.8)
+    args = {"threshold": 0.1, "edge": 3.8, "margin": 0.1, "min_overlap": 0.8}
     args.update(kw)
     return check_invariance(np.asarray(lam), np.asarray(knock), np.asarray(ov), **args)
 
@@ -119,8 +119,17 @@ def test_check_invariance__evidence_decides_the_verdict():
     knock = np.array([[9.0, 6.1, 4.5, 4.3, 3.0]])
     ov = np.zeros((1, 3, 5))
     ov[0, 0, 1], ov[0, 1, 2], ov[0, 2, 3] = 0.9, 0.99, 0.99
-    res = check_invariance(lam, knock, ov, threshold=0.05, edge=3.8, margin=0.1, min_overlap=0.5,
-                           shift_z=np.array([0.5, 8.0, 1.0]), z_threshold=3.3)
+    res = check_invariance(
+        lam,
+        knock,
+        ov,
+        threshold=0.05,
+        edge=3.8,
+        margin=0.1,
+        min_overlap=0.5,
+        shift_z=np.array([0.5, 8.0, 1.0]),
+        z_threshold=3.3,
+    )
     # 0 moved by 0.1 > threshold but its evidence is 0.5: stable; 1 did not move but z = 8
     assert res.stable.tolist() == [True, False, True]
     assert "z = 8" in res.reasons[1] and "below 3.30" in res.reasons[0]
@@ -130,9 +139,18 @@ def test_check_invariance__covariance_spike_mixed_with_a_mean_shift_stays_stable
     lam = np.array([6.0, 4.5])
     knock = np.array([[6.0, 4.5, 3.0]])
     ov = np.array([[[1.0, 0, 0], [0, 1.0, 0]]])
-    res = check_invariance(lam, knock, ov, threshold=0.05, edge=3.8, margin=0.1, min_overlap=0.5,
-                           shift_z=np.array([20.0, 5.0]), z_threshold=3.3,
-                           within=np.array([2.5, 4.2]))
+    res = check_invariance(
+        lam,
+        knock,
+        ov,
+        threshold=0.05,
+        edge=3.8,
+        margin=0.1,
+        min_overlap=0.5,
+        shift_z=np.array([20.0, 5.0]),
+        z_threshold=3.3,
+        within=np.array([2.5, 4.2]),
+    )
     assert res.stable.tolist() == [False, True]
     assert "still a spike" in res.reasons[1]
 
@@ -164,7 +182,13 @@ def test_check_invariance__bulk_above_the_edge_moves_the_mixed_spike_line_to_the
     lam = np.array([9.0, 7.0, 5.0, 4.5, 4.0, 3.5])
     knock = np.tile(lam, (1, 1))
     ov = np.eye(6)[None]
-    kw = dict(threshold=0.05, edge=2.0, margin=0.1, min_overlap=0.5, z_threshold=3.3)
-    res = check_invariance(lam, knock, ov, shift_z=np.array([20.0, 20.0, 0, 0, 0, 0]),
-                           within=np.array([3.0, 4.2, 1, 1, 1, 1]), **kw)
+    kw = {"threshold": 0.05, "edge": 2.0, "margin": 0.1, "min_overlap": 0.5, "z_threshold": 3.3}
+    res = check_invariance(
+        lam,
+        knock,
+        ov,
+        shift_z=np.array([20.0, 20.0, 0, 0, 0, 0]),
+        within=np.array([3.0, 4.2, 1, 1, 1, 1]),
+        **kw,
+    )
     assert res.stable.tolist() == [False, True, True, True, True, True]

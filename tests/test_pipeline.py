@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -262,7 +263,10 @@ def test_run_job__crash_mid_write_leaves_no_complete_looking_result(
     proc = subprocess.run([sys.executable, "-c", crash], capture_output=True, text=True)
     assert proc.returncode == 17, proc.stderr
     assert not out.exists() and not is_complete(str(out / gx.RESULT_NAME))
-    with pytest.raises(SourceNotFoundError):
+    with pytest.raises(
+        SourceNotFoundError,
+        match="^no result store at " + re.escape(str(out)) + "; check the path$",
+    ):
         gx.open_genomics_result(out)
     leftovers = list(out.parent.glob(".job.tmp-*"))
     assert leftovers  # hidden, and never taken for a result
@@ -428,12 +432,17 @@ def test_check__says_whether_the_result_is_up_to_date(
 def test_sigterm__becomes_an_exception_that_runs_cleanup() -> None:
     before = signal.getsignal(signal.SIGTERM)
     cleaned = []
-    with pytest.raises(_Terminated), _sigterm_raises():
+
+    def terminate_self() -> None:
         try:
             os.kill(os.getpid(), signal.SIGTERM)
             time.sleep(5)  # the handler raises long before this ends
         finally:
             cleaned.append(True)
+
+    # _Terminated carries no message: the handler raises it bare
+    with pytest.raises(_Terminated, match="^$"), _sigterm_raises():
+        terminate_self()
     assert cleaned == [True]
     assert signal.getsignal(signal.SIGTERM) == before
 
@@ -576,3 +585,14 @@ def test_run_job__unreachable_scheduler_address_is_a_scheduler_error(
     ):
         gx.run_job(gx.load_config(cfg))
     assert not (tmp_path / "out" / "job").exists()
+
+
+def test_run_job__outcome_records_every_pass_it_ran(tskit_run: tuple[Path, gx.JobOutcome]) -> None:
+    """Statistics and compaction, then the fit's passes, then the comparison fit's."""
+    _, outcome = tskit_run
+    names = [p["name"] for p in outcome.passes]
+    assert names[:2] == ["genomics-statistics", "genomics-compact-load"]
+    fits = [i for i, name in enumerate(names) if name == "mspca-stats"]
+    assert len(fits) == 2  # the fit and the all-sample-centring comparison, each from pass 1
+    assert names[fits[0] : fits[1]] == names[fits[1] :]  # the same solver, the same passes
+    assert all(p["seconds"] >= 0 and p["products"] for p in outcome.passes)

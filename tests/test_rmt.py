@@ -41,7 +41,9 @@ def test_spike_forward__is_increasing_and_continuous_at_threshold(c, s2, a, b):
     lo, hi = sorted((a, b))
     sc = np.sqrt(c)
     assert rmt.spike_forward(lo * sc, c, s2) <= rmt.spike_forward(hi * sc, c, s2) + 1e-12
-    assert rmt.spike_forward(sc * (1 + 1e-9), c, s2) == pytest.approx(rmt.mp_edges(c, s2)[1], rel=1e-6)
+    assert rmt.spike_forward(sc * (1 + 1e-9), c, s2) == pytest.approx(
+        rmt.mp_edges(c, s2)[1], rel=1e-6
+    )
 
 
 @given(c=aspect, s2=noise)
