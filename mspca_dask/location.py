@@ -3,8 +3,8 @@
 Why not the sample mean: the knockoff moves a mean-shift eigenvalue only through the overlap
 of its membership ``γ'`` with the contamination's membership ``γ``.  Subtracting the sample
 mean turns ``γ`` into ``γ − π₁1``, orthogonal to ``1`` and to any random ``γ'``, and the
-mean-shift eigenvalue no longer moves (measured in DESIGN.md §2: 5.964 → 5.964 after the
-knockoff, judged stable — wrong — against 6.148 → 5.835 uncentred).  The inliers' own mean
+mean-shift eigenvalue no longer moves (in the paper's mixture it went 5.964 → 5.964 after
+the knockoff, judged stable — wrong — against 6.148 → 5.835 uncentred).  The inliers' own mean
 keeps ``γ`` intact.  A shifted minority is, by construction, displaced along the leading
 eigenvectors, so robust distances in the low-dimensional score space find it cheaply.
 """

@@ -1,8 +1,9 @@
 """The invariance check: which eigenpairs stayed put under the knockoff (pure NumPy/SciPy).
 
 The paper's rule (Algorithm 1) keeps ``λ̃ᵢ`` when *some* knockoff eigenvalue ``λ'ⱼ`` lies within
-``ε = C n^{-1/2}``.  Measured on its own Gaussian-mixture setting (DESIGN.md §2) it fails in
-0.5–3 % of trials, catastrophically, in two ways: a mean-shift eigenvalue lands within ``ε``
+``ε = C n^{-1/2}``.  Measured on its own Gaussian-mixture setting (the ``paper-rule`` column of
+``benchmarks/results/accuracy.md``) it fails in 2–14 % of trials at π₁ = 5–20 %,
+catastrophically, in two ways: a mean-shift eigenvalue lands within ``ε``
 of an unrelated knockoff eigenvalue by chance and is kept, or the covariance spike drifts by
 more than ``ε`` and a bulk eigenvector is returned instead.  This module's rule:
 

@@ -525,7 +525,7 @@ def test_fit__several_spikes_and_clusters():
 
 
 def test_fit__sample_mean_location_hides_the_mean_shift_but_auto_does_not():
-    # DESIGN.md §2: centring by the sample mean makes the mean-shift membership orthogonal to
+    # Centring by the sample mean makes the mean-shift membership orthogonal to
     # the knockoff's, so the mean-shift eigenvalue no longer moves and is judged stable.
     model = paper_setting(pi1=0.05, random_state=0)
     X = model.to_numpy()
