@@ -144,7 +144,10 @@ def test_bound__holds_the_distance_to_the_nearest_eigenvalue_when_the_subspace_h
     problem,
 ):
     # The solver's setting: the basis grows around the top eigenvectors, so for k < m <= L
-    # the Ritz values below the k-th approximate the eigenvalues below it.
+    # the Ritz values below the k-th approximate the eigenvalues below it.  A basis perturbed
+    # by a third of its norm or more does not hold them (Hypothesis found noise = 3 breaking
+    # the refined bound, the documented condition): the setting keeps noise <= 1e-2.
+    problem = {**problem, "noise": min(problem["noise"], 1e-2)}
     if not problem["k"] < problem["m"]:
         problem = {**problem, "m": min(problem["L"], problem["k"] + 1)}
     if not problem["k"] < problem["m"]:
