@@ -13,7 +13,7 @@ import contextlib
 import shutil
 import time
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -36,37 +36,26 @@ DEMO_COMPONENTS = 10
 DEMO_ATTR = "mspca_demo"
 
 
-def _positive_int(text: str) -> int:
-    """argparse type: an integer >= 1."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a positive integer (not {text!r})") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be a positive integer (not {text!r})")
-    return value
+def _checked(
+    convert: Callable[[str], Any], ok: Callable[[Any], bool], words: str
+) -> Callable[[str], Any]:
+    """An argparse type: ``convert`` the text, and refuse it unless ``ok`` ("must be WORDS")."""
+
+    def parse(text: str) -> Any:
+        try:
+            value = convert(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"must be {words} (not {text!r})") from None
+        if not ok(value):
+            raise argparse.ArgumentTypeError(f"must be {words} (not {text!r})")
+        return value
+
+    return parse
 
 
-def _non_negative_int(text: str) -> int:
-    """argparse type: an integer >= 0."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a non-negative integer (not {text!r})") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be a non-negative integer (not {text!r})")
-    return value
-
-
-def _fraction(text: str) -> float:
-    """argparse type: a number strictly between 0 and 1."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a number in (0, 1) (not {text!r})") from None
-    if not 0 < value < 1:
-        raise argparse.ArgumentTypeError(f"must be a number in (0, 1) (not {text!r})")
-    return value
+_positive_int = _checked(int, lambda v: v >= 1, "a positive integer")
+_non_negative_int = _checked(int, lambda v: v >= 0, "a non-negative integer")
+_fraction = _checked(float, lambda v: 0 < v < 1, "a number in (0, 1)")
 
 
 def add_parser(sub: Any) -> argparse.ArgumentParser:
