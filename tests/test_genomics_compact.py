@@ -60,6 +60,59 @@ def test_call_statistics__equal_the_float_statistics_pass(with_reference: bool) 
         assert got[key].dtype == want[key].dtype, key
 
 
+def _with_odd_rows(rng: np.random.Generator, gt: np.ndarray) -> np.ndarray:
+    rows = rng.choice(gt.shape[0], 6, replace=False)
+    for row, value in zip(rows, [-1, -2, 2, -1, 3, -2], strict=True):
+        gt[row, rng.choice(gt.shape[1], 3), rng.integers(0, 2)] = value
+    return gt
+
+
+_GENOTYPE_KINDS = {
+    # biallelic, no missing call: the calls are the sum of the two alleles everywhere
+    "biallelic": lambda rng, shape: rng.choice(np.array([0, 1], dtype=np.int8), size=shape),
+    # biallelic with missing alleles: the sum, the table on the variants with a missing call
+    "biallelic_missing": lambda rng, shape: rng.choice(
+        np.array([-1, 0, 1], dtype=np.int8), size=shape, p=[0.05, 0.6, 0.35]
+    ),
+    # mostly complete biallelic variants, a few with a missing, fill or second ALT allele:
+    # the sum on most rows, the table on those few
+    "mixed": lambda rng, shape: _with_odd_rows(
+        rng, rng.choice(np.array([0, 1], dtype=np.int8), size=shape)
+    ),
+    # multi-allelic and lower-ploidy fills: the table on most variants
+    "general": lambda rng, shape: rng.choice(
+        np.array([-2, -1, 0, 1, 2], dtype=np.int8), size=shape, p=[0.02, 0.05, 0.5, 0.33, 0.1]
+    ),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(_GENOTYPE_KINDS))
+@pytest.mark.parametrize("reference_fraction", [None, 0.2, 0.8, 1.0])
+def test_call_statistics__every_chunk_path_equals_the_float_statistics_pass(
+    kind: str, reference_fraction: float | None
+) -> None:
+    # Each raw chunk takes the paths of its kind (the allele sum, the lookup table for the
+    # variants with a missing, fill or second ALT allele; no missing-call counting when none
+    # is missing; the reference sums read from the smaller side): all must give the float64
+    # pass's statistics exactly.
+    rng = np.random.default_rng(7)
+    gt = da.from_array(_GENOTYPE_KINDS[kind](rng, (45, 30, 2)), chunks=(15, 30, 2))
+    reference = None
+    if reference_fraction is not None:
+        reference = np.zeros(30, dtype=bool)
+        reference[rng.permutation(30)[: round(30 * reference_fraction)]] = True
+    calls = _compact.calls_from_genotypes(gt)
+    got = da.compute(_compact.call_statistics(calls, reference))[0]
+    want = da.compute(
+        preprocess.genotype_statistics(preprocess.dosage_from_genotypes(gt), reference)
+    )[0]
+    for key in want:
+        np.testing.assert_array_equal(got[key], want[key], err_msg=key)
+    dosage = preprocess.dosage_from_genotypes(gt).compute()
+    np.testing.assert_array_equal(calls.compute() == -1, np.isnan(dosage))
+    np.testing.assert_array_equal(calls.compute()[~np.isnan(dosage)], dosage[~np.isnan(dosage)])
+
+
 def test_standardized__equals_the_float64_path_to_float32_rounding() -> None:
     rng = np.random.default_rng(2)
     gt = da.from_array(_random_genotypes(rng, 50, 31), chunks=(20, 31, 2))
