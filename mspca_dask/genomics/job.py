@@ -245,7 +245,8 @@ def _compute(
     labels = None
     if cfg.sample_metadata is not None:
         metadata = read_sample_metadata(cfg.sample_metadata, cfg.metadata_id_column)
-        known = int(np.isin(vz.sample_id, metadata.index.to_numpy()).sum())
+        listed = set(metadata.index)
+        known = sum(sample in listed for sample in vz.sample_id)
         logger.info(
             "sample metadata: %s (%d of %d samples of the store listed)",
             cfg.sample_metadata,
