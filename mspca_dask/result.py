@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .errors import DTypeError, InputError, ShapeError
+from .io.writing import str_objects
 from .schema import (
     COMPONENT_DIM,
     KNOCKOFF_DIM,
@@ -534,7 +535,7 @@ class MSPCAResult:
                 continue
             value = np.asarray(ds[name].values)
             if spec.kind == STRING_KINDS:
-                value = _as_str_objects(value)
+                value = str_objects(value)
             fields[spec.field] = value
         sample_dim, feature_dim = attrs["sample_dim"], attrs["feature_dim"]
         try:
@@ -820,14 +821,6 @@ def _json_default(obj: Any) -> Any:
     if isinstance(obj, Mapping):
         return dict(obj)
     raise TypeError(f"object of type {type(obj).__name__} is not JSON-serialisable: {obj!r}")
-
-
-def _as_str_objects(values: np.ndarray) -> np.ndarray:
-    """An object array of Python ``str`` (what the fit produces) from any string array."""
-    out = np.empty(values.shape, dtype=object)
-    for idx, v in np.ndenumerate(values):
-        out[idx] = v.decode("utf-8") if isinstance(v, bytes) else str(v)
-    return out
 
 
 def _coord(ds: xr.Dataset, dim: str) -> np.ndarray | None:

@@ -16,7 +16,7 @@ import numpy as np
 import zarr
 
 from mspca_dask import genomics as gx
-from mspca_dask.genomics.sources import _str_objects
+from mspca_dask.io.writing import str_objects
 
 #: ``[reference]`` of most test jobs: the CEU samples of the sample metadata.
 CEU_REFERENCE = 'metadata_column = "population"\nmetadata_values = ["CEU"]'
@@ -63,7 +63,7 @@ def fileset_arrays(store: str) -> dict[str, Any]:
     """Dosage (variants, samples) with NaN missing, positions, REF, ALT, sample ids."""
     g = zarr.open_group(store, mode="r")
     gt = g["call_genotype"][:]
-    alleles = _str_objects(g["variant_allele"][:])
+    alleles = str_objects(g["variant_allele"][:])
     biallelic = (alleles[:, 2:] == "").all(axis=1)
     gt, alleles = gt[biallelic], alleles[biallelic]
     dosage = (gt > 0).sum(axis=2).astype(np.float32)
@@ -73,7 +73,7 @@ def fileset_arrays(store: str) -> dict[str, Any]:
         "position": g["variant_position"][:][biallelic].astype(np.int64),
         "ref": alleles[:, 0].astype(str),
         "alt": alleles[:, 1].astype(str),
-        "sample_id": _str_objects(g["sample_id"][:]).astype(str),
+        "sample_id": str_objects(g["sample_id"][:]).astype(str),
     }
 
 

@@ -15,6 +15,7 @@ import numpy as np
 from ..errors import (
     InputError,
 )
+from ..io.writing import str_objects
 from ..schema import GENOMICS_SCHEMA, GENOMICS_SCHEMA_VERSION, GENOMICS_VARIABLES
 from .analysis import Analysis
 from .cohort import VcfZarr
@@ -95,13 +96,13 @@ def build_dataset(
     ref_mask = np.zeros(N, bool) if qc.reference is None else qc.reference
     s = qc.stats
     data: dict[str, Any] = {
-        "sample_id": (("samples",), vz.sample_id.astype(str)),
+        "sample_id": (("samples",), str_objects(vz.sample_id)),
         "sample_included": (("samples",), qc.sample_keep),
         "sample_is_reference": (("samples",), ref_mask),
         "sample_call_rate": (("samples",), qc.sample_call_rate),
         "sample_score": (("samples", "component"), scores),
         "variant_position": (("variants",), vz.variant_position),
-        "variant_contig": (("variants",), vz.variant_contig.astype(str)),
+        "variant_contig": (("variants",), str_objects(vz.variant_contig)),
         "variant_allele_frequency": (("variants",), s.allele_frequency),
         "variant_reference_frequency": (("variants",), ref_freq),
         "variant_missing_rate": (("variants",), s.missing_rate),
@@ -122,9 +123,9 @@ def build_dataset(
     scale[qc.variant_keep] = an.scale
     data["variant_scale"] = (("variants",), scale)
     if vz.variant_allele is not None:
-        data["variant_allele"] = (("variants", "alleles"), vz.variant_allele.astype(str))
+        data["variant_allele"] = (("variants", "alleles"), str_objects(vz.variant_allele))
     if vz.variant_id is not None:
-        data["variant_id"] = (("variants",), vz.variant_id.astype(str))
+        data["variant_id"] = (("variants",), str_objects(vz.variant_id))
     data = {
         k: (dims, value, {"description": GENOMICS_VARIABLES[k].doc})
         for k, (dims, value) in data.items()

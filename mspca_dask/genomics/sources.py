@@ -18,6 +18,7 @@ from ..errors import (
 )
 from ..io import ZarrChunkReader, is_url
 from ..io.safety import check_chunks_present
+from ..io.writing import str_objects
 from . import compact as _compact
 from . import plink, preprocess
 from .cohort import VcfZarr
@@ -158,12 +159,12 @@ def open_vcf_zarr(
             f"{where} has shape {lazy.shape}: expected (variants, samples, ploidy) genotypes "
             "or (variants, samples) dosages"
         )
-    sample_id = _str_objects(need("sample_id")[:])
+    sample_id = str_objects(need("sample_id")[:])
     position = np.asarray(need("variant_position")[:]).astype(np.int64)
     if "variant_contig" in keys and "contig_id" in keys:
         contig_arr: Any = group["contig_id"]
         index_arr: Any = group["variant_contig"]
-        contig = _str_objects(contig_arr[:])[np.asarray(index_arr[:]).astype(np.int64)]
+        contig = str_objects(contig_arr[:])[np.asarray(index_arr[:]).astype(np.int64)]
     else:
         contig = np.full(position.shape, "unknown", dtype=object)
     nv, ns = (int(s) for s in dosage.shape)
@@ -179,9 +180,9 @@ def open_vcf_zarr(
     allele_arr: Any = group["variant_allele"] if "variant_allele" in keys else None
     id_arr: Any = group["variant_id"] if "variant_id" in keys else None
     if allele_arr is not None and tuple(allele_arr.shape)[:1] == (nv,):
-        alleles = _str_objects(allele_arr[:])
+        alleles = str_objects(allele_arr[:])
     if id_arr is not None and tuple(id_arr.shape) == (nv,):
-        ids = _str_objects(id_arr[:])
+        ids = str_objects(id_arr[:])
     return VcfZarr(
         dosage=dosage,
         calls=calls,
@@ -217,24 +218,3 @@ def open_genotypes(store: str, **options: Unpack[OpenOptions]) -> VcfZarr:
     if plink.is_plink_source(store):
         return plink.open_plink(store)
     return open_vcf_zarr(store, **options)
-
-
-def _str_objects(values: Any) -> np.ndarray:
-    """An object array of ``str`` from any string array (StringDType, fixed width, bytes).
-
-    Converted by NumPy's casts where the dtype says what the elements are, element by
-    element only for object arrays holding something other than ``str`` (bytes, None):
-    626k x 2 alleles took 0.6 s one at a time.
-    """
-    arr = np.asarray(values)
-    if arr.dtype.kind == "S":
-        return np.char.decode(arr, "utf-8").astype(object)
-    if arr.dtype.kind in "UT":  # fixed width or StringDType: NumPy makes the str objects
-        return arr.astype(object)
-    if arr.dtype.kind != "O":
-        return np.asarray([str(v) for v in arr.ravel()], dtype=object).reshape(arr.shape)
-    flat = arr.ravel()
-    if set(map(type, flat)) <= {str}:
-        return arr.copy()
-    out = [v.decode("utf-8") if isinstance(v, bytes) else str(v) for v in flat]
-    return np.asarray(out, dtype=object).reshape(arr.shape)

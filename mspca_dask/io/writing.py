@@ -44,6 +44,7 @@ __all__ = [
     "commit_directory",
     "open_dataset_checked",
     "is_complete",
+    "str_objects",
 ]
 
 #: Root attribute that marks a result store as completely written.
@@ -155,19 +156,42 @@ def open_dataset_checked(
     return _strings_as_objects(ds, strings)
 
 
+def str_objects(values: Any) -> np.ndarray:
+    """An object array of Python ``str`` from any string array (StringDType, fixed width,
+    bytes, or objects), of the same shape.
+
+    NumPy's casts convert where the dtype says what the elements are; element by element
+    only for object arrays holding something other than ``str`` (bytes are decoded as UTF-8,
+    anything else goes through ``str``): 626k x 2 alleles took 0.6 s one at a time.
+
+    Examples
+    --------
+    >>> str_objects(np.array([b"A", b"TT"])).tolist(), str_objects(np.array([1, 2])).tolist()
+    (['A', 'TT'], ['1', '2'])
+    """
+    arr = np.asarray(values)
+    if arr.dtype.kind == "S":
+        return np.char.decode(arr, "utf-8").astype(object)
+    if arr.dtype.kind in "UT":  # fixed width or StringDType: NumPy makes the str objects
+        return arr.astype(object)
+    flat = arr.ravel()
+    if arr.dtype.kind == "O" and set(map(type, flat)) <= {str}:
+        return arr.copy()
+    out = [v.decode("utf-8") if isinstance(v, bytes) else str(v) for v in flat]
+    return np.asarray(out, dtype=object).reshape(arr.shape)
+
+
 def _strings_as_objects(ds: xr.Dataset, names: list[Hashable]) -> xr.Dataset:
-    """Replace the named string variables (fixed-width, bytes or StringDType) by object arrays."""
+    """Replace the named string variables (fixed-width, bytes or StringDType) by object arrays.
+
+    All in one assignment (one alignment of the Dataset, not one per variable).
+    """
+    coords: dict[Hashable, Any] = {}
+    data: dict[Hashable, Any] = {}
     for k in names:
         var = ds.variables[k]
-        if var.dtype.kind == "S":
-            values = np.char.decode(np.asarray(var.values), "utf-8").astype(object)
-        else:
-            values = np.asarray(var.values).astype(object)
-        if k in ds.coords:
-            ds = ds.assign_coords({k: (var.dims, values, var.attrs)})
-        else:
-            ds[k] = (var.dims, values, var.attrs)
-    return ds
+        (coords if k in ds.coords else data)[k] = (var.dims, str_objects(var.values), var.attrs)
+    return ds.assign_coords(coords).assign(data)
 
 
 def write_dataset_atomic(
