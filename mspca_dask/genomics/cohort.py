@@ -15,6 +15,7 @@ import numpy as np
 
 from .._params import _suggest
 from ..errors import InputError, VariableNotFoundError
+from ..io.chunks import ChunkDecoder
 
 __all__ = ["VcfZarr"]
 
@@ -45,6 +46,10 @@ class VcfZarr:
         The same dosages as int8 hard calls, ``-1`` missing, when the variable holds calls
         (``call_genotype``): the statistics and compaction passes read these (a quarter of
         the bytes of ``dosage``, and a table lookup instead of float arithmetic).
+    raw_genotypes : ChunkDecoder, optional
+        The genotypes' whole chunks, decoded straight into reused buffers, when the store's
+        layout allows it (Zarr format 2, one compressor, no filters; every chunk present):
+        the statistics pass reads these instead of ``calls``, with the same results.
     """
 
     dosage: da.Array
@@ -59,6 +64,7 @@ class VcfZarr:
     variant_allele: np.ndarray | None = None
     variant_id: np.ndarray | None = None
     calls: da.Array | None = None
+    raw_genotypes: ChunkDecoder | None = None
 
     @property
     def n_samples(self) -> int:

@@ -45,6 +45,8 @@ def _statistics(
     variants that pass the per-variant filters there (see :mod:`mspca_dask.genomics.compact`).
     """
     if vz.calls is not None and candidates is not None and samples is None:
+        if vz.raw_genotypes is not None:
+            return _compact.statistics_from_chunks(vz.raw_genotypes, reference, *candidates)
         return _compact.statistics_and_candidates(vz.calls, reference, *candidates)
     if vz.calls is not None:
         calls = vz.calls if samples is None else vz.calls[:, samples]
@@ -72,7 +74,10 @@ def run_qc(
     if workspace is not None and vz.calls is not None:
         filt = _compact.CandidateFilter(cfg.min_maf, cfg.max_variant_missing, vz.ploidy, N)
         spill = (filt, workspace)
-    out = executor.run("genomics-statistics", _statistics(vz, None, reference, spill))
+    try:
+        out = executor.run("genomics-statistics", _statistics(vz, None, reference, spill))
+    finally:
+        _compact.release_scratch()
     candidates = None
     if filt is not None and workspace is not None:
         chunks = tuple(int(c) for c in vz.calls.chunks[0])  # type: ignore[union-attr]

@@ -17,6 +17,7 @@ from ..errors import (
     VariableNotFoundError,
 )
 from ..io import ZarrChunkReader, is_url
+from ..io.chunks import ChunkDecoder
 from ..io.safety import check_chunks_present
 from ..io.writing import str_objects
 from . import compact as _compact
@@ -143,6 +144,7 @@ def open_vcf_zarr(
     where = f"VCF Zarr {store} variable {var!r}"
     reader = ZarrChunkReader(arr, f"VCF Zarr {store}", var)
     calls: da.Array | None = None
+    raw: ChunkDecoder | None = None
     lazy = da.from_array(reader, chunks=arr.chunks, lock=False, fancy=False)
     if lazy.ndim == 3:
         try:
@@ -151,6 +153,8 @@ def open_vcf_zarr(
         except (DTypeError, InputError) as exc:
             raise InputError(f"{where}: {exc}") from exc
         ploidy_ = int(lazy.shape[2])
+        if not n_missing:  # absent chunks are read by zarr, as fill values
+            raw = ChunkDecoder.of(arr, f"VCF Zarr {store}", var)
     elif lazy.ndim == 2:
         dosage = preprocess.dosage_from_values(lazy)
         ploidy_ = 2 if ploidy is None else int(ploidy)
@@ -186,6 +190,7 @@ def open_vcf_zarr(
     return VcfZarr(
         dosage=dosage,
         calls=calls,
+        raw_genotypes=raw,
         sample_id=sample_id,
         variant_position=position,
         variant_contig=np.asarray(contig, dtype=object),

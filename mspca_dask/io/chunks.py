@@ -1,0 +1,170 @@
+"""Whole chunks of a Zarr array decoded straight into a buffer the caller reuses.
+
+zarr-python reads a selection by decoding each chunk into a new buffer and copying it into a
+new output array: two fresh allocations the size of a chunk, which the kernel maps and zeroes
+page by page.  A genotype chunk of bio2zarr's VCF Zarr (10,000 variants × 5,000 samples × 2,
+int8: 100 MB) took 0.27 s to read that way against 0.07 s to decode the same bytes into a
+buffer that is reused (one thread each); on the genomics benchmark's statistics pass the
+kernel's page zeroing was half of all CPU time.  :class:`ChunkDecoder` reads a chunk's stored
+bytes through the array's own store (local or remote) and decodes them with the array's own
+compressor into the caller's buffer.
+
+Only the simple layout allows this, and :meth:`ChunkDecoder.of` returns None for any other
+(the caller then reads through zarr): Zarr format 2, C order, no filters, a numcodecs
+compressor or none (stored chunks are then the raw bytes), a fixed-size numeric dtype.  That is
+what bio2zarr writes.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ..errors import ChunkReadError
+
+__all__ = ["ChunkDecoder"]
+
+
+@dataclass(frozen=True, eq=False)
+class ChunkDecoder:
+    """Decode whole chunks of one Zarr format 2 array into caller-owned buffers.
+
+    Attributes
+    ----------
+    array : zarr.Array
+    store : str
+        The store's path or URL (for messages).
+    variable : str
+        The array's name in its group (for messages).
+
+    Examples
+    --------
+    >>> import zarr
+    >>> z = zarr.create_array(store={}, shape=(5, 4), chunks=(2, 4), dtype="i1", zarr_format=2)
+    >>> z[:] = np.arange(20, dtype="i1").reshape(5, 4)
+    >>> dec = ChunkDecoder.of(z, "memory", "x")
+    >>> dec.row_blocks
+    (2, 2, 1)
+    >>> dec.read_row_block(2, np.empty(dec.row_block_nbytes, dtype=np.uint8)).tolist()
+    [[16, 17, 18, 19]]
+    """
+
+    array: Any
+    store: str
+    variable: str
+
+    @classmethod
+    def of(cls, array: Any, store: str, variable: str) -> ChunkDecoder | None:
+        """A decoder for ``array``, or None when its layout needs zarr's own read."""
+        meta = getattr(array, "metadata", None)
+        if meta is None or getattr(meta, "zarr_format", None) != 2:
+            return None
+        if meta.filters or meta.order != "C" or not hasattr(meta, "encode_chunk_key"):
+            return None
+        dtype = np.dtype(array.dtype)
+        if dtype.kind not in "iuf" or dtype.byteorder == ">" or array.ndim == 0:
+            return None
+        compressor = meta.compressor
+        if compressor is not None and not hasattr(compressor, "decode"):
+            return None
+        return cls(array, store, variable)
+
+    def __dask_tokenize__(self) -> tuple[Any, ...]:
+        return ("mspca-chunk-decoder", self.store, self.variable, tuple(self.array.shape))
+
+    # ------------------------------------------------------------------ geometry
+    @property
+    def chunk_shape(self) -> tuple[int, ...]:
+        return tuple(int(c) for c in self.array.chunks)
+
+    @property
+    def row_blocks(self) -> tuple[int, ...]:
+        """Length along axis 0 of each row of chunks (the last may be short)."""
+        n, c = int(self.array.shape[0]), self.chunk_shape[0]
+        return tuple(min(c, n - r0) for r0 in range(0, n, c)) or (0,)
+
+    @property
+    def row_block_nbytes(self) -> int:
+        """Bytes a buffer needs to hold one row of chunks, whole (full chunks along axis 0)."""
+        itemsize = np.dtype(self.array.dtype).itemsize
+        rest = math.prod(int(s) for s in self.array.shape[1:])
+        return self.chunk_shape[0] * rest * itemsize
+
+    # ------------------------------------------------------------------ reading
+    def _encoded(self, coords: tuple[int, ...]) -> Any:
+        from zarr.core.buffer import default_buffer_prototype
+        from zarr.core.sync import sync
+
+        key = self.array.metadata.encode_chunk_key(coords)
+        buf = sync((self.array.store_path / key).get(prototype=default_buffer_prototype()))
+        if buf is None:
+            raise ChunkReadError(
+                f"Zarr store {self.store} variable {self.variable!r}: chunk {key} is missing "
+                "(it was present when the store was opened); check the store"
+            )
+        return buf.as_numpy_array()
+
+    def _decode_chunk(self, coords: tuple[int, ...], out: np.ndarray) -> np.ndarray:
+        """Decode one stored (full-size) chunk into ``out`` (C-ordered bytes); return ``out``."""
+        encoded = self._encoded(coords)
+        compressor = self.array.metadata.compressor
+        try:
+            if compressor is None:
+                if encoded.nbytes != out.nbytes:
+                    raise ValueError(f"{encoded.nbytes} bytes stored for {out.nbytes}")
+                out.view(np.uint8).reshape(-1)[:] = encoded.view(np.uint8).reshape(-1)
+            else:
+                compressor.decode(encoded, out=out)
+        except ChunkReadError:
+            raise
+        except Exception as exc:
+            raise ChunkReadError(
+                f"could not decode Zarr store {self.store} variable {self.variable!r} chunk "
+                f"{self.array.metadata.encode_chunk_key(coords)}: {type(exc).__name__}: {exc}. "
+                "A chunk file is probably corrupt or truncated; check or rewrite the store"
+            ) from exc
+        return out
+
+    def read_row_block(self, i: int, buffer: np.ndarray) -> np.ndarray:
+        """Row ``i`` of chunks, every column, decoded into ``buffer`` (no allocation).
+
+        Parameters
+        ----------
+        i : int
+            Index of the row of chunks along axis 0.
+        buffer : ndarray
+            At least :attr:`row_block_nbytes` bytes, C-contiguous; reused by the caller.
+
+        Returns
+        -------
+        ndarray, shape (row_blocks[i], *array.shape[1:])
+            A view of ``buffer``: valid until the caller reuses it.
+        """
+        shape = tuple(int(s) for s in self.array.shape)
+        chunk = self.chunk_shape
+        dtype = np.dtype(self.array.dtype)
+        flat = buffer.view(np.uint8).reshape(-1)
+        need = self.row_block_nbytes
+        if flat.nbytes < need:
+            raise ValueError(f"buffer of {flat.nbytes} bytes for a row of {need}")
+        rows = self.row_blocks[i]
+        grid = [math.ceil(s / c) if c else 1 for s, c in zip(shape[1:], chunk[1:], strict=True)]
+        full = (chunk[0], *shape[1:])
+        block = flat[:need].view(dtype).reshape(full)
+        if all(g <= 1 for g in grid) and tuple(chunk[1:]) == tuple(shape[1:]):
+            self._decode_chunk((i, *([0] * len(grid))), block)
+            return block[:rows]
+        # Several chunks across: each decoded into a scratch chunk, then copied into place.
+        scratch = np.empty(chunk, dtype=dtype)
+        for rest in np.ndindex(*grid):
+            self._decode_chunk((i, *rest), scratch)
+            where = tuple(
+                slice(j * c, min((j + 1) * c, s))
+                for j, c, s in zip(rest, chunk[1:], shape[1:], strict=True)
+            )
+            extent = tuple(slice(0, w.stop - w.start) for w in where)
+            block[(slice(None), *where)] = scratch[(slice(None), *extent)]
+        return block[:rows]
