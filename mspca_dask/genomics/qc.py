@@ -8,9 +8,11 @@ from pathlib import Path
 
 import dask.array as da
 import numpy as np
+import pandas as pd
 
 from .._execution import Executor
 from ..errors import InputError
+from ..io.writing import str_objects
 from . import compact as _compact
 from . import preprocess
 from .cohort import VcfZarr
@@ -173,10 +175,11 @@ def site_filters(vz: VcfZarr) -> dict[str, np.ndarray]:
     V = vz.n_variants
     out: dict[str, np.ndarray] = {}
     if vz.variant_allele is not None:
-        alleles = np.asarray(vz.variant_allele, dtype=str).reshape(V, -1)
+        alleles = str_objects(vz.variant_allele).reshape(V, -1)
         # Each distinct allele string is judged once (a cohort has few: the bases and some
-        # longer ones), then mapped back: 626k variants took 2 s one string at a time.
-        distinct, inverse = np.unique(alleles, return_inverse=True)
+        # longer ones), then mapped back by hashing: 626k variants took 2 s one string at a
+        # time, 0.4 s sorting them (np.unique), 0.07 s so.
+        inverse, distinct = pd.factorize(alleles.ravel())
         present = np.array([a not in _MISSING_ALLELES for a in distinct], dtype=bool)
         acgt = np.array(
             [a in _MISSING_ALLELES or set(a.upper()) <= set("ACGT") for a in distinct], dtype=bool
@@ -190,12 +193,10 @@ def site_filters(vz: VcfZarr) -> dict[str, np.ndarray]:
     else:
         out["variants_multiallelic"] = np.zeros(V, dtype=bool)
         out["variants_non_acgt"] = np.zeros(V, dtype=bool)
-    keys = np.char.add(
-        np.char.add(np.asarray(vz.variant_contig, dtype=str), ":"),
-        np.asarray(vz.variant_position).astype(str),
+    sites = pd.MultiIndex.from_arrays(
+        [str_objects(vz.variant_contig), np.asarray(vz.variant_position)]
     )
-    _, inverse, counts = np.unique(keys, return_inverse=True, return_counts=True)
-    out["variants_duplicate_position"] = (counts[inverse] > 1) & (
+    out["variants_duplicate_position"] = sites.duplicated(keep=False) & (
         np.asarray(vz.variant_position) > 0
     )
     return out
