@@ -15,7 +15,6 @@ import warnings
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import stats
 
 __all__ = [
     "robust_inlier_weights",
@@ -95,6 +94,8 @@ def robust_inlier_weights(
             mad = 1.4826 * np.median(np.abs(T - med), axis=0)
             mad[mad == 0] = 1.0
             d2 = np.sum(((T - med) / mad) ** 2, axis=1)
+    from scipy import stats  # here: scipy.stats takes 0.3 s to import, and few fits get here
+
     cut = stats.chi2.ppf(quantile, df=k)
     w = (d2 <= cut).astype(float)
     if w.sum() < max(2, n // 2):  # never keep fewer than half: MCD's breakdown point
@@ -282,6 +283,8 @@ def two_gaussians(t: np.ndarray, *, n_iter: int = 200) -> tuple[float, np.ndarra
 
 
 def _johnson_su_loglik(t: np.ndarray) -> float:
+    from scipy import stats
+
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         try:
