@@ -189,7 +189,7 @@ def test_statistics_and_candidates__writes_the_rows_that_pass_the_filters(tmp_pa
     expected = (maf > 0) & (maf >= 0.1) & (miss <= 0.08)
     np.testing.assert_array_equal(out["candidate"], expected)
     assert 0 < expected.sum() < 60
-    cand = _compact.Candidates(tmp_path, out["candidate"], calls.chunks[0])
+    cand = _compact.Candidates(tmp_path, out["candidate"], calls.chunks[0], 25)
     keep = expected & (rng.random(60) < 0.7)
     compact = _compact.compact_from_parts(
         cand, keep, Executor("sync"), has_missing=True, memory_budget=10**6

@@ -323,6 +323,37 @@ def _part_path(root: str, index: int) -> str:
     return f"{root}/part-{index:07d}"
 
 
+def _write_part(root: str, index: int, rows: np.ndarray) -> None:
+    """Write the candidate rows of raw chunk ``index`` as one chunk of a Zarr format 2 array.
+
+    Format 2 with one compressor, so that :func:`_read_part` decodes it straight into the
+    array it returns (:class:`~mspca_dask.io.chunks.ChunkDecoder`).  Rewriting the same part
+    on a retry writes the same bytes.
+    """
+    import zarr
+
+    zarr.create_array(
+        _part_path(root, index),
+        data=np.ascontiguousarray(rows),
+        chunks=(max(1, rows.shape[0]), max(1, rows.shape[1])),
+        zarr_format=2,
+        overwrite=True,
+    )
+
+
+def _read_part(path: str, take: np.ndarray | None) -> np.ndarray:
+    """The rows of one part (all, or those of ``take``), decoded into the array returned."""
+    import zarr
+
+    arr = zarr.open_array(zarr.storage.LocalStore(path, read_only=True), mode="r")
+    dec = ChunkDecoder.of(arr, path, "candidate rows")
+    if dec is None or tuple(arr.chunks) != tuple(arr.shape):
+        rows = np.asarray(arr[...])
+    else:
+        rows = dec.read_row_block(0, np.empty(dec.row_block_nbytes, dtype=np.uint8))
+    return rows if take is None else rows[take]
+
+
 def _stats_candidates_block(
     calls: np.ndarray,
     ref: np.ndarray | None,
@@ -336,18 +367,11 @@ def _stats_candidates_block(
     rows go to ``root/part-<chunk index>`` (int8, one array per raw chunk): rewriting the same
     part on a retry writes the same bytes.
     """
-    import zarr
-
     stats = _variant_stats_block(calls, ref)[:, 0, :]
     cand = filt.keep(stats[:, 0], stats[:, 1])
     index = int(block_info[0]["chunk-location"][0])
     rows = calls[cand]
-    zarr.create_array(
-        _part_path(root, index),
-        data=np.ascontiguousarray(rows),
-        chunks=(max(1, rows.shape[0]), max(1, rows.shape[1])),
-        overwrite=True,
-    )
+    _write_part(root, index, rows)
     return np.column_stack([stats, cand])
 
 
@@ -428,20 +452,13 @@ def _raw_statistics_block(
     variants per sample)``; the candidate rows go to ``root/part-<row>`` as in
     :func:`_stats_candidates_block`.
     """
-    import zarr
-
     i = int(index[0])
     gt = decoder.read_row_block(i, _scratch("genotypes", decoder.row_block_nbytes))
     calls = _calls_block(gt, out=_scratch("calls", gt.shape[0] * gt.shape[1]).view(np.int8))
     stats = _variant_stats_block(calls, ref)[:, 0, :]
     cand = filt.keep(stats[:, 0], stats[:, 1])
     rows = calls[cand]
-    zarr.create_array(
-        _part_path(root, i),
-        data=np.ascontiguousarray(rows),
-        chunks=(max(1, rows.shape[0]), max(1, rows.shape[1])),
-        overwrite=True,
-    )
+    _write_part(root, i, rows)
     out = np.empty(1, dtype=object)
     out[0] = (np.column_stack([stats, cand]), _sample_stats_block(calls))
     return out
@@ -520,6 +537,7 @@ class Candidates:
     root: Path
     mask: np.ndarray  # (n_variants,) bool
     chunks: tuple[int, ...]  # raw variant chunks (one part each)
+    n_cols: int  # samples: the parts' columns
 
 
 # --------------------------------------------------------------------------------------
@@ -707,12 +725,12 @@ def workspace(parent: str | Path) -> Iterator[Path]:
         shutil.rmtree(path, ignore_errors=True)
 
 
-def _open_part(path: str) -> da.Array:
-    """One part the statistics pass wrote, as one lazy chunk (named by its path, not hashed)."""
-    import zarr
-
-    arr = zarr.open_array(zarr.storage.LocalStore(path, read_only=True), mode="r")
-    return da.from_array(arr, chunks=arr.shape, name=f"genomics-part-{uuid.uuid4().hex}")
+def _open_part(path: str, n_rows: int, n_cols: int, take: np.ndarray | None) -> da.Array:
+    """The kept rows of one part the statistics pass wrote, as one lazy chunk (not hashed)."""
+    name = f"genomics-part-{uuid.uuid4().hex}"
+    rows = n_rows if take is None else len(take)
+    graph = {(name, 0, 0): (_read_part, path, take)}
+    return da.Array(graph, name, ((rows,), (n_cols,)), meta=np.empty((0, 0), dtype=np.int8))
 
 
 def compact_from_parts(
@@ -740,8 +758,8 @@ def compact_from_parts(
         k = keep[offsets[i] : offsets[i + 1]][m]  # kept among this part's candidates
         if not k.any():
             continue
-        part = _open_part(_part_path(str(cand.root), i))
-        pieces.append(part if k.all() else part[np.flatnonzero(k)])
+        take = None if k.all() else np.flatnonzero(k)
+        pieces.append(_open_part(_part_path(str(cand.root), i), len(k), cand.n_cols, take))
     if not pieces:
         raise ParameterError("no variant is kept: nothing to compact")
     stacked = da.concatenate(pieces, axis=0)
@@ -749,8 +767,22 @@ def compact_from_parts(
     rows = _row_chunk(n_rows, n_cols, workers)
     nbytes = n_rows * n_cols
     if nbytes <= memory_budget:
-        return _in_memory(
-            executor, "genomics-compact-load", stacked, rows, memory_budget, has_missing
+        # each part read by its own task, then put in place once (no rechunk in between)
+        parts = executor.run("genomics-compact-load", {str(j): p for j, p in enumerate(pieces)})
+        arr = np.concatenate([parts[str(j)] for j in range(len(pieces))], axis=0)
+        logger.info(
+            "compact matrix: %d variants x %d samples int8 in memory (%.0f MiB, budget %.0f MiB)",
+            n_rows,
+            n_cols,
+            nbytes / 2**20,
+            memory_budget / 2**20,
+        )
+        return CompactCalls(
+            _blocks_of(arr, rows, f"genomics-compact-{uuid.uuid4().hex}"),
+            "memory",
+            None,
+            has_missing,
+            nbytes,
         )
     logger.info(
         "compact matrix: %d variants x %d samples int8 left in the temporary store %s "

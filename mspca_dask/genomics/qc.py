@@ -83,7 +83,7 @@ def run_qc(
     candidates = None
     if filt is not None and workspace is not None:
         chunks = tuple(int(c) for c in vz.calls.chunks[0])  # type: ignore[union-attr]
-        candidates = _compact.Candidates(workspace, np.asarray(out["candidate"]), chunks)
+        candidates = _compact.Candidates(workspace, np.asarray(out["candidate"]), chunks, N)
     stats = preprocess.GenotypeStats.from_pass(out, N, vz.ploidy)
     call_rate = stats.sample_call_rate(V)
     keep_s = call_rate >= cfg.min_sample_call_rate
