@@ -6,12 +6,14 @@ Out-of-Africa cohort (``benchmarks/genomics_vs_plink2.py``) 52,846 pass MAF ≥ 
 used to decompress and standardise all of it in each of the fit's ~12 passes.  Now it reads the
 raw store once:
 
-1. the statistics pass (:func:`statistics_and_candidates`) works on int8 calls
-   (:func:`calls_from_genotypes`, a 64 Ki-entry lookup table on the two alleles of a diploid
-   call, ~10× faster than summing allele indices into float32 with NaN) and, as it goes, writes
-   the rows of the variants that pass the per-variant filters (:class:`CandidateFilter`) to a
-   temporary directory next to the output (:func:`workspace`, removed afterwards, failure or
-   not; never inside the input store);
+1. the statistics pass (:func:`statistics_and_candidates`, or :func:`statistics_from_chunks`
+   when the store's layout lets each raw chunk be decoded straight into a buffer its worker
+   thread reuses) works on int8 calls (:func:`calls_from_genotypes`: the sum of a diploid
+   call's two alleles, with a 64 Ki-entry lookup table for the few variants that have a
+   missing, fill or second ALT allele; ~10× faster than summing allele indices into float32
+   with NaN) and, as it goes, writes the rows of the variants that pass the per-variant
+   filters (:class:`CandidateFilter`) to a temporary directory next to the output
+   (:func:`workspace`, removed afterwards, failure or not; never inside the input store);
 2. :func:`compact_from_parts` makes the compact int8 matrix (``-1`` missing) of the kept
    variants from those rows: in memory when it fits ``memory_budget`` bytes, else read where it
    lies.  Only when samples fail the call-rate filter (the candidates were chosen over all
