@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from ._engine.plan import Location, make_plan
+from ._engine.plan import READ_SECONDS_PER_BYTE, Location, make_plan
 from ._engine.run import FitOutput, run_fit
 from ._execution import Executor
 from ._params import FitParams
@@ -195,7 +195,10 @@ def fit(
             f"(not {n_components})"
         )
     data = orient(src.data)
-    plan = make_plan(params, Location.resolve(location, d), n=n, d=d, dual=data.dual)
+    read_seconds = READ_SECONDS_PER_BYTE.get(src.kind, 0.0) * src.data.nbytes
+    plan = make_plan(
+        params, Location.resolve(location, d), n=n, d=d, dual=data.dual, read_seconds=read_seconds
+    )
     # A client connected here (scheduler="tcp://...") is closed after the fit; an active or
     # handed-in Client is left open.
     with Executor(scheduler=scheduler, progress=progress) as executor:

@@ -33,6 +33,22 @@ def test_choose_solver__exact_refuses_an_operator_above_the_dense_limit() -> Non
     assert choose_solver("randomized", 100, 10, 3, 5, 10) == "randomized"
 
 
+@pytest.mark.parametrize("p", [1200, 1500, 1800])
+def test_choose_solver__a_costlier_read_never_favours_the_path_with_more_passes(p: int) -> None:
+    # Reading the data again costs the randomized path (about 5 passes) more than the exact
+    # one (2 passes): raising the read cost can only move the choice to the exact path.
+    choices = [choose_solver("auto", 40_000, p, 10, 5, 10, read_seconds=r) for r in (0, 0.3, 3)]
+    assert choices == sorted(choices, key=["randomized", "exact"].index)
+    assert choices[-1] == "exact"
+
+
+def test_make_plan__passes_the_read_cost_to_the_solver_choice() -> None:
+    params = FitParams.from_kwargs(n_components=10)
+    in_memory = make_plan(params, Location("none"), n=40_000, d=1500, dual=False)
+    from_store = make_plan(params, Location("none"), n=40_000, d=1500, dual=False, read_seconds=0.6)
+    assert (in_memory.solver, from_store.solver) == ("randomized", "exact")
+
+
 def test_make_plan__resolves_the_solver_once_and_keeps_the_other_params() -> None:
     params = FitParams.from_kwargs(n_components=3, n_knockoffs=4)
     plan = make_plan(params, Location("none"), n=500, d=40, dual=False)

@@ -19,6 +19,7 @@ from ..errors import ParameterError
 __all__ = [
     "EXACT_MAX_DIM",
     "KNOCKOFF_EXTRA",
+    "READ_SECONDS_PER_BYTE",
     "FitPlan",
     "Location",
     "choose_solver",
@@ -52,16 +53,36 @@ TYPICAL_PASSES = 5
 #: ``solver="auto"`` takes the randomized path only when it is predicted below this fraction of
 #: the exact path's time.
 RANDOMIZED_MARGIN = 0.8
+#: Passes of the exact path: the statistics with the Gram matrix, then the scores.
+EXACT_PASSES = 2
+#: Seconds per stored byte of one read of a Zarr store (decompression included), by the kind
+#: of source: the plain chunk-by-chunk read of zstd float32 stores measured 0.76-0.82 GB/s on
+#: the 2-core benchmark machine (``benchmarks/results/scale.md``, "read" column).  In-memory
+#: data cost nothing to read beyond the products the constants above already time.
+READ_SECONDS_PER_BYTE = {"zarr": 1 / 0.8e9}
 
 Solver = Literal["exact", "randomized"]
 
 
-def choose_solver(solver: str, m: int, p: int, K: int, B: int, oversampling: int) -> Solver:
+def choose_solver(
+    solver: str,
+    m: int,
+    p: int,
+    K: int,
+    B: int,
+    oversampling: int,
+    read_seconds: float = 0.0,
+) -> Solver:
     """The cheaper of the two paths by a cost model fitted to measured timings.
 
-    exact:      ``COST_GRAM·m p² + COST_EIGH·(B + 1) p³ + COST_EXACT_FIXED``;
-    randomized: ``TYPICAL_PASSES · (COST_KRYLOV·m p ℓ + COST_PASS)`` with
+    exact:      ``COST_GRAM·m p² + COST_EIGH·(B + 1) p³ + COST_EXACT_FIXED
+                + EXACT_PASSES · read_seconds``;
+    randomized: ``TYPICAL_PASSES · (COST_KRYLOV·m p ℓ + COST_PASS + read_seconds)`` with
                 ``ℓ = K + 2 + oversampling + B + 3`` columns per block.
+
+    ``read_seconds`` is what one read of the data costs beyond its products (a store's
+    decompression, see :data:`READ_SECONDS_PER_BYTE`): out of core, every pass pays it, which
+    favours the path with fewer passes.
 
     The randomized path is taken only when its prediction is below
     :data:`RANDOMIZED_MARGIN` (0.8) of the exact one: near a tie, exact eigenvalues win.
@@ -80,11 +101,20 @@ def choose_solver(solver: str, m: int, p: int, K: int, B: int, oversampling: int
         The big side and the operator side of the oriented data (``p ≤ m`` usually).
     K, B, oversampling : int
         ``n_components``, ``n_knockoffs`` and ``oversampling`` of the fit.
+    read_seconds : float
+        Estimated seconds of one read of the data (0 for data in memory).
 
     Examples
     --------
     >>> choose_solver("auto", 2000, 100, 10, 5, 10), choose_solver("auto", 40000, 9000, 10, 5, 10)
     ('exact', 'randomized')
+
+    Near the boundary a costly read tips the choice to the two-pass exact path:
+
+    >>> choose_solver("auto", 40000, 1500, 10, 5, 10, read_seconds=0.0)
+    'randomized'
+    >>> choose_solver("auto", 40000, 1500, 10, 5, 10, read_seconds=0.6)
+    'exact'
     """
     if solver == "exact":
         if p > EXACT_MAX_DIM:
@@ -96,8 +126,13 @@ def choose_solver(solver: str, m: int, p: int, K: int, B: int, oversampling: int
     if solver == "randomized":
         return "randomized"
     ell = K + KNOCKOFF_EXTRA + oversampling + B + 3
-    exact_cost = COST_GRAM * m * p**2 + COST_EIGH * (B + 1) * p**3 + COST_EXACT_FIXED
-    krylov_cost = TYPICAL_PASSES * (COST_KRYLOV * m * p * ell + COST_PASS)
+    exact_cost = (
+        COST_GRAM * m * p**2
+        + COST_EIGH * (B + 1) * p**3
+        + COST_EXACT_FIXED
+        + EXACT_PASSES * read_seconds
+    )
+    krylov_cost = TYPICAL_PASSES * (COST_KRYLOV * m * p * ell + COST_PASS + read_seconds)
     # The exact path's eigenvalues are exact: it is kept unless the randomized one is predicted
     # clearly faster (the model's median error is about 25 %).
     faster = krylov_cost < RANDOMIZED_MARGIN * exact_cost
@@ -256,10 +291,28 @@ class FitPlan:
         return "\n".join(lines)
 
 
-def make_plan(params: FitParams, location: Location, *, n: int, d: int, dual: bool) -> FitPlan:
-    """Resolve the solver of ``params`` for data of ``n`` samples and ``d`` features."""
+def make_plan(
+    params: FitParams,
+    location: Location,
+    *,
+    n: int,
+    d: int,
+    dual: bool,
+    read_seconds: float = 0.0,
+) -> FitPlan:
+    """Resolve the solver of ``params`` for data of ``n`` samples and ``d`` features.
+
+    ``read_seconds``: what one read of the data costs beyond its products (see
+    :func:`choose_solver`).
+    """
     m, p = (d, n) if dual else (n, d)
     solver = choose_solver(
-        params.solver, m, p, params.n_components, params.n_knockoffs, params.oversampling
+        params.solver,
+        m,
+        p,
+        params.n_components,
+        params.n_knockoffs,
+        params.oversampling,
+        read_seconds,
     )
     return FitPlan(dataclasses.replace(params, solver=solver), location, n, d, dual)
