@@ -55,9 +55,9 @@ TYPICAL_PASSES = 5
 RANDOMIZED_MARGIN = 0.8
 #: Passes of the exact path: the statistics with the Gram matrix, then the scores.
 EXACT_PASSES = 2
-#: Seconds per stored byte of one read of a Zarr store (decompression included), by the kind
-#: of source: the plain chunk-by-chunk read of zstd float32 stores measured 0.76-0.82 GB/s on
-#: the 2-core benchmark machine (``benchmarks/results/scale.md``, "read" column).  In-memory
+#: Seconds per byte of the array (as read, decompressed) of one read of a source, by its kind:
+#: the plain chunk-by-chunk read of zstd float32 Zarr stores delivered 0.76-0.82 GB/s of data
+#: on the 2-core benchmark machine (``benchmarks/results/scale.md``, "read" column).  In-memory
 #: data cost nothing to read beyond the products the constants above already time.
 READ_SECONDS_PER_BYTE = {"zarr": 1 / 0.8e9}
 
