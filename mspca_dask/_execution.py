@@ -52,7 +52,7 @@ import os
 import sys
 import time
 import weakref
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -212,6 +212,16 @@ class Executor:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+    def on_workers(self, func: Callable[[], Any]) -> None:
+        """Call ``func()`` in this process and, on a cluster, in every worker process.
+
+        For per-process state that a pass's tasks keep between tasks (e.g. the genomics
+        statistics pass's reused buffers) and that must be freed when the pass is over.
+        """
+        func()
+        if self._client is not None:
+            self._client.run(func)
 
     # ------------------------------------------------------------------ description
     @property

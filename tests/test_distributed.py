@@ -296,6 +296,24 @@ def test_executor__connects_to_an_address_and_closes_its_client(model):
             assert own.status == "running"
 
 
+_ON_WORKERS_CALLS: list[int] = []
+
+
+def _record_call() -> None:
+    _ON_WORKERS_CALLS.append(threading.get_ident())
+
+
+def test_executor__on_workers_calls_here_and_in_every_worker():
+    # In-process workers share this module's list: one call here, one per worker.
+    _ON_WORKERS_CALLS.clear()
+    Executor().on_workers(_record_call)
+    assert len(_ON_WORKERS_CALLS) == 1
+    _ON_WORKERS_CALLS.clear()
+    with local_cluster(2) as cluster, Executor(scheduler=cluster.scheduler_address) as ex:
+        ex.on_workers(_record_call)
+    assert len(_ON_WORKERS_CALLS) == 3
+
+
 def test_executor__accepts_a_cluster_object():
     with local_cluster(1) as cluster:
         with Executor(scheduler=cluster) as ex:

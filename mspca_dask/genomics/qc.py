@@ -79,7 +79,7 @@ def run_qc(
     try:
         out = executor.run("genomics-statistics", _statistics(vz, None, reference, spill))
     finally:
-        _compact.release_scratch()
+        executor.on_workers(_compact.release_scratch)
     candidates = None
     if filt is not None and workspace is not None:
         chunks = tuple(int(c) for c in vz.calls.chunks[0])  # type: ignore[union-attr]
