@@ -196,6 +196,7 @@ def beyond_plan(quick: bool) -> list[tuple[str, str, object]]:
             mk(mean_shift_weights=(0.10,), noise="student-t", df=5),
         ),
         ("paper scaling n=20000, d=500, pi1=0.10", "tuned", scaled(20000)),
+        ("paper scaling n=100000, d=500, pi1=0.10", "tuned", scaled(100_000)),
         (
             "no contamination, 2 cov spikes",
             "tuned",

@@ -5,6 +5,8 @@ This package owns every contact with Zarr, xarray and fsspec; it does no numeric
 * :mod:`~mspca_dask.io.sources`: :func:`open_source` (arrays, xarray objects and Zarr
   stores as a lazy :class:`Source`), :class:`ZarrChunkReader`, and the cheap recognition
   of genotype inputs (:func:`is_genotype_source`).
+* :mod:`~mspca_dask.io.chunks`: :class:`~mspca_dask.io.chunks.ChunkDecoder`, whole chunks of
+  a Zarr format 2 array decoded straight into a buffer the caller reuses.
 * :mod:`~mspca_dask.io.writing`: :func:`write_dataset_atomic` and :func:`commit_directory`
   (the one atomic commit), :func:`open_dataset_checked` and :func:`is_complete`.
 * :mod:`~mspca_dask.io.safety`: where an output may go, whose data a path holds, and
