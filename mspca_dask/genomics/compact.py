@@ -240,6 +240,19 @@ def _statistics_products(
     return out
 
 
+def _checked_reference(reference: np.ndarray | None, n_samples: int) -> np.ndarray | None:
+    """``reference`` as a ``(n_samples,)`` bool array (None stays None)."""
+    if reference is None:
+        return None
+    ref = np.asarray(reference, dtype=bool)
+    if ref.shape != (n_samples,):
+        raise ShapeError(
+            f"reference must be a boolean vector over the {n_samples} samples (got shape "
+            f"{ref.shape})"
+        )
+    return ref
+
+
 def call_statistics(calls: da.Array, reference: np.ndarray | None = None) -> dict[str, da.Array]:
     """The statistics pass on int8 calls: the products of ``preprocess.genotype_statistics``.
 
@@ -267,14 +280,8 @@ def call_statistics(calls: da.Array, reference: np.ndarray | None = None) -> dic
      'ref_alt_sum': [1.0, 4.0], 'ref_n_called': [2, 2], 'sample_n_called': [2, 2, 1]}
     """
     ns = int(calls.shape[1])
-    ref_d = None
-    if reference is not None:
-        ref = np.asarray(reference, dtype=bool)
-        if ref.shape != (ns,):
-            raise ShapeError(
-                f"reference must be a boolean vector over the {ns} samples (got shape {ref.shape})"
-            )
-        ref_d = da.from_array(ref, chunks=(calls.chunks[1],))
+    ref = _checked_reference(reference, ns)
+    ref_d = None if ref is None else da.from_array(ref, chunks=(calls.chunks[1],))
     k = 3 if ref_d is None else 5
     args: list[Any] = [calls, "vj"] + ([None, None] if ref_d is None else [ref_d, "j"])
     per_variant = da.blockwise(
@@ -392,13 +399,7 @@ def statistics_and_candidates(
     ns = int(calls.shape[1])
     if calls.numblocks[1] > 1:
         calls = calls.rechunk({1: -1})  # streaming: each row of chunks merges on its own
-    ref = None
-    if reference is not None:
-        ref = np.asarray(reference, dtype=bool)
-        if ref.shape != (ns,):
-            raise ShapeError(
-                f"reference must be a boolean vector over the {ns} samples (got shape {ref.shape})"
-            )
+    ref = _checked_reference(reference, ns)
     k = 4 if ref is None else 6
     per_variant = da.map_blocks(
         _stats_candidates_block,
@@ -489,13 +490,7 @@ def statistics_from_chunks(
         Where the candidate rows are written.
     """
     n_variants, ns = (int(s) for s in decoder.array.shape[:2])
-    ref = None
-    if reference is not None:
-        ref = np.asarray(reference, dtype=bool)
-        if ref.shape != (ns,):
-            raise ShapeError(
-                f"reference must be a boolean vector over the {ns} samples (got shape {ref.shape})"
-            )
+    ref = _checked_reference(reference, ns)
     rows = decoder.row_blocks
     nb = len(rows)
     k = 4 if ref is None else 6
@@ -580,14 +575,20 @@ def _in_memory(
     has_missing: bool,
 ) -> CompactCalls:
     """Compute the ``(variants, samples)`` int8 ``calls`` in one pass and hold them in memory."""
-    n_rows, n_cols = (int(s) for s in calls.shape)
-    nbytes = n_rows * n_cols
     arr = np.ascontiguousarray(executor.run(name, {"calls": calls})["calls"], dtype=np.int8)
+    return _held(arr, rows, name, memory_budget, has_missing)
+
+
+def _held(
+    arr: np.ndarray, rows: int, name: str, memory_budget: int, has_missing: bool
+) -> CompactCalls:
+    """The computed ``(variants, samples)`` int8 matrix ``arr`` as the in-memory compact matrix."""
+    n_rows, n_cols = arr.shape
     logger.info(
         "compact matrix: %d variants x %d samples int8 in memory (%.0f MiB, budget %.0f MiB)",
         n_rows,
         n_cols,
-        nbytes / 2**20,
+        arr.nbytes / 2**20,
         memory_budget / 2**20,
     )
     return CompactCalls(
@@ -595,7 +596,7 @@ def _in_memory(
         "memory",
         None,
         has_missing,
-        nbytes,
+        int(arr.nbytes),
     )
 
 
@@ -772,20 +773,7 @@ def compact_from_parts(
         # each part read by its own task, then put in place once (no rechunk in between)
         parts = executor.run("genomics-compact-load", {str(j): p for j, p in enumerate(pieces)})
         arr = np.concatenate([parts[str(j)] for j in range(len(pieces))], axis=0)
-        logger.info(
-            "compact matrix: %d variants x %d samples int8 in memory (%.0f MiB, budget %.0f MiB)",
-            n_rows,
-            n_cols,
-            nbytes / 2**20,
-            memory_budget / 2**20,
-        )
-        return CompactCalls(
-            _blocks_of(arr, rows, f"genomics-compact-{uuid.uuid4().hex}"),
-            "memory",
-            None,
-            has_missing,
-            nbytes,
-        )
+        return _held(arr, rows, "genomics-compact", memory_budget, has_missing)
     logger.info(
         "compact matrix: %d variants x %d samples int8 left in the temporary store %s "
         "(%.0f MiB over the memory budget of %.0f MiB)",
