@@ -247,7 +247,10 @@ def _first_pass(
     products: dict[str, Any] = {"stats": True, "side": side}
     products.update(fit.spectra.first_products(fit.known_vectors(knock, centre), omega))
     out = fit.read("mspca-stats", **products)
-    _check_stats(fit, out)
+    # A product computed speculatively in float32 may overflow where float64 would not: the
+    # solver checks it and recomputes it in float64 (``absorb_first``), so it is no error here.
+    speculative = ("krylov", "krylov_image") if products.get("single") else ()
+    _check_stats(fit, {k: v for k, v in out.items() if k not in speculative})
     if fit.dual:
         fsum, fsq = out["row_sum"], out["row_sumsq"]
         images = out["side"][:, :B]
