@@ -260,7 +260,7 @@ class KrylovSpectra:
             if V1.shape[1]:
                 blocks.append(V1)
         V = np.column_stack(blocks)
-        redo = {"krylov": V, "krylov_images": self._keep_images(V.shape[1])}
+        redo: dict[str, Any] = {"krylov": V, "krylov_images": self._keep_images(V.shape[1])}
         again = self.read(f"mspca-pass-{self.read.n_passes + 1}", **redo)
         self._absorb(redo, again, blocks=len(blocks), last=blocks[-1].shape[1])
 
