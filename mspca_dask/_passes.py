@@ -25,12 +25,15 @@ rechunk.  Products named after the sides of ``M``:
 ``stats``     sums, squares, non-finite counts along both sides
 
 Each product reads the chunk of ``M`` once.  The Gram matrix, the side products and the
-statistics are computed in float64 (float32 storage is up-cast per chunk).  The thin products
-of the Krylov and output passes may run at *single* precision on float32 chunks
-(``single=True``): float32 BLAS on the stored values, 2–4× faster than up-casting them, with
-each chunk's partial result summed across chunks in float64.  Their rounding error, about
-``u₃₂ (√rows + √p)`` relative to the operator's norm, is far below ``n^{-1/2}`` for centred
-data; the fit decides when it may use them and adds the rounding to its error bounds.
+statistics are computed in float64 (float32 storage is up-cast per chunk, or, for the
+statistics, accumulated in float64 from the stored values).  The thin products of the Krylov
+and output passes may run at *single* precision on float32 chunks (``single=True``): float32
+BLAS on the stored values, 2–7× faster than up-casting them (0.13 s against 0.85 s for
+``bᵀ(b V)`` on a 4000 × 10 000 chunk, 27 columns, one thread), with each chunk's partial
+result summed across chunks in float64.  Their rounding error, about ``u₃₂ (√rows + √p)``
+relative to the operator's norm, is far below ``n^{-1/2}`` for centred data; the fit decides
+when it may use them (for the statistics pass's Krylov block, after that pass, recomputing
+the block in float64 when it may not) and adds the rounding to its error bounds.
 """
 
 from __future__ import annotations
