@@ -81,8 +81,9 @@ class FitOutput:
     mp_edge: float
     n_samples: int
     n_features: int
-    #: "float32" when some thin products ran in float32 BLAS (summed in float64; their
-    #: estimated rounding is part of ``eigenvalue_bounds``), else "float64"
+    #: "float32" when some thin products the result uses ran in float32 BLAS (summed in
+    #: float64; their estimated rounding is part of ``eigenvalue_bounds``), else "float64"
+    #: (a speculative float32 first block that was recomputed in float64 does not count)
     precision: str
 
 

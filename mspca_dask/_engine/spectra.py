@@ -89,7 +89,8 @@ class PassReader:
 
     data: Oriented
     runner: PassRunner
-    #: some thin products were computed at single precision
+    #: some thin products the fit uses were computed at single precision (the randomized
+    #: solver clears it when it recomputes its speculative float32 first block in float64)
     single_used: bool = False
 
     @property
