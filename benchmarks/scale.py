@@ -517,7 +517,8 @@ def report(payload: dict[str, Any], out: Path, png: bool) -> None:
             + f"). A {wide['n']} × {wide['d']} float32 store ({wide['gib']:.1f} GiB, "
             f"{wide['chunk_rows']} rows per chunk, zstd), fitted with "
             '`mspca_dask.fit(path, n_components=10, location=None)` (`solver="auto"` picks '
-            f"the {wide['solver']} path), reads and fits alternating (R F R F R).",
+            f"the {wide['solver']} path), reads and fits alternating "
+            f"({' '.join(['R'] + ['F R'] * len(wide['fit_seconds']))}).",
             "",
             "| streaming reads s | fits s | passes | fit / read (read-equivalents) | passes' "
             "own time / read | largest spike bound | peak RSS MiB |",

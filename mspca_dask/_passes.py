@@ -25,12 +25,15 @@ rechunk.  Products named after the sides of ``M``:
 ``stats``     sums, squares, non-finite counts along both sides
 
 Each product reads the chunk of ``M`` once.  The Gram matrix, the side products and the
-statistics are computed in float64 (float32 storage is up-cast per chunk).  The thin products
-of the Krylov and output passes may run at *single* precision on float32 chunks
-(``single=True``): float32 BLAS on the stored values, 2–4× faster than up-casting them, with
-each chunk's partial result summed across chunks in float64.  Their rounding error, about
-``u₃₂ (√rows + √p)`` relative to the operator's norm, is far below ``n^{-1/2}`` for centred
-data; the fit decides when it may use them and adds the rounding to its error bounds.
+statistics are computed in float64 (float32 storage is up-cast per chunk, or, for the
+statistics, accumulated in float64 from the stored values).  The thin products of the Krylov
+and output passes may run at *single* precision on float32 chunks (``single=True``): float32
+BLAS on the stored values, 2–7× faster than up-casting them (0.13 s against 0.85 s for
+``bᵀ(b V)`` on a 4000 × 10 000 chunk, 27 columns, one thread), with each chunk's partial
+result summed across chunks in float64.  Their rounding error, about ``u₃₂ (√rows + √p)``
+relative to the operator's norm, is far below ``n^{-1/2}`` for centred data; the fit decides
+when it may use them (for the statistics pass's Krylov block, after that pass, recomputing
+the block in float64 when it may not) and adds the rounding to its error bounds.
 """
 
 from __future__ import annotations
@@ -234,28 +237,25 @@ def _finite_part(block: Any) -> tuple[Any, Any]:
     return xp.where(bad, 0, block), bad
 
 
-def _column_stats_kernel(block: Any) -> Any:
-    """``(1, 3, p)``: column sums, sums of squares and non-finite counts of one chunk.
+def _stats_kernel(block: Any) -> Any:
+    """Both sides' statistics of one chunk from one finiteness check, as a one-element object
+    array holding ``(columns (1, 3, p), rows (rows, 3))``: sums, sums of squares and
+    non-finite counts along each side.
 
     Sums accumulate in float64 straight from the stored dtype (no float64 copy of the chunk).
     """
     xp = _namespace(block)
     clean, bad = _finite_part(block)
-    out = xp.empty((1, 3, block.shape[1]), dtype=np.float64)
-    out[0, 0] = clean.sum(axis=0, dtype=np.float64)
-    out[0, 1] = xp.einsum("ij,ij->j", clean, clean, dtype=np.float64)
-    out[0, 2] = 0 if bad is None else bad.sum(axis=0)
-    return out
-
-
-def _row_stats_kernel(block: Any) -> Any:
-    """``(rows, 3)``: row sums, sums of squares and non-finite counts of one chunk."""
-    xp = _namespace(block)
-    clean, bad = _finite_part(block)
-    out = xp.empty((block.shape[0], 3), dtype=np.float64)
-    out[:, 0] = clean.sum(axis=1, dtype=np.float64)
-    out[:, 1] = xp.einsum("ij,ij->i", clean, clean, dtype=np.float64)
-    out[:, 2] = 0 if bad is None else bad.sum(axis=1)
+    cols = xp.empty((1, 3, block.shape[1]), dtype=np.float64)
+    cols[0, 0] = clean.sum(axis=0, dtype=np.float64)
+    cols[0, 1] = xp.einsum("ij,ij->j", clean, clean, dtype=np.float64)
+    cols[0, 2] = 0 if bad is None else bad.sum(axis=0)
+    rows = xp.empty((block.shape[0], 3), dtype=np.float64)
+    rows[:, 0] = clean.sum(axis=1, dtype=np.float64)
+    rows[:, 1] = xp.einsum("ij,ij->i", clean, clean, dtype=np.float64)
+    rows[:, 2] = 0 if bad is None else bad.sum(axis=1)
+    out = np.empty(1, dtype=object)
+    out[0] = (cols, rows)
     return out
 
 
@@ -437,26 +437,31 @@ def pass_graph(
             )
         )
     if stats:
+        pairs = da.blockwise(
+            _stats_kernel,
+            "i",
+            M,
+            "ij",
+            adjust_chunks={"i": 1},
+            concatenate=True,
+            dtype=object,
+            meta=np.empty((0,), dtype=object),
+        )
+        nb = int(M.numblocks[0])
         cols = _sum_partials(
-            da.blockwise(
-                _column_stats_kernel,
-                "ikj",
-                M,
-                "ij",
-                new_axes={"k": 3},
-                adjust_chunks={"i": 1},
+            pairs.map_blocks(
+                _first_of,
+                new_axis=[1, 2],
+                chunks=((1,) * nb, (3,), (M.shape[1],)),
                 dtype=np.float64,
                 meta=np.empty((0, 0, 0)),
             )
         )
-        rows = da.blockwise(
-            _row_stats_kernel,
-            "ik",
-            M,
-            "ij",
-            new_axes={"k": 3},
+        rows = pairs.map_blocks(
+            _second_of,
+            new_axis=[1],
+            chunks=(M.chunks[0], (3,)),
             dtype=np.float64,
-            concatenate=True,
             meta=np.empty((0, 0)),
         )
         out["row_sum"] = rows[:, 0]

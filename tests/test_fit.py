@@ -472,6 +472,93 @@ def test_fit__float32_data_far_from_zero_fall_back_to_float64_products(small):
     )
 
 
+@pytest.fixture
+def pass_precisions(monkeypatch):
+    """Records ``(pass name, single precision asked, Krylov block width)`` of every pass."""
+    from mspca_dask._execution import Executor
+
+    seen: list[tuple[str, bool, int | None]] = []
+    run_pass = Executor.run_pass
+
+    def spy(self, data, name, *, single=False, **products):
+        block = products.get("krylov")
+        seen.append((name, single, None if block is None else block.shape[1]))
+        return run_pass(self, data, name, single=single, **products)
+
+    monkeypatch.setattr(Executor, "run_pass", spy)
+    return seen
+
+
+@pytest.mark.parametrize("chunks", [(100, -1), (-1, 50)], ids=["primal", "dual"])
+def test_fit__float32_store_computes_its_first_krylov_block_in_float32(
+    small, chunks, pass_precisions
+):
+    X32 = small.to_numpy().astype(np.float32)
+    res = mspca_dask.fit(
+        da.from_array(X32, chunks=chunks), n_components=4, solver="randomized", location=None
+    )
+    assert res.params["precision"] == "float32"
+    assert pass_precisions[0][:2] == ("mspca-stats", True)
+    assert all(single for _name, single, _width in pass_precisions)
+    assert len(pass_precisions) == res.n_passes
+
+
+@pytest.mark.parametrize("chunks", [(100, -1), (-1, 50)], ids=["primal", "dual"])
+def test_fit__float32_data_far_from_zero_recompute_the_first_block_with_the_next_in_float64(
+    small, chunks, pass_precisions
+):
+    # float32 is refused once the statistics show a mean 1000 times the spread: the second pass
+    # recomputes the first block in float64 together with the next one, and no pass is added
+    X32 = (small.to_numpy() + 1000.0).astype(np.float32)
+    res = mspca_dask.fit(
+        da.from_array(X32, chunks=chunks), n_components=4, solver="randomized", location=None
+    )
+    first, redo = pass_precisions[0], pass_precisions[1]
+    assert first[:2] == ("mspca-stats", True)
+    assert redo == ("mspca-pass-2", False, 2 * first[2])
+    assert not any(single for _name, single, _width in pass_precisions[1:])
+    assert res.params["precision"] == "float64"
+    n_float32 = len(pass_precisions)
+    X64 = X32.astype(np.float64)
+    res64 = mspca_dask.fit(
+        da.from_array(X64, chunks=chunks), n_components=4, solver="randomized", location=None
+    )
+    assert pass_precisions[n_float32][:2] == ("mspca-stats", False)
+    assert res.n_passes == res64.n_passes
+    exact = mspca_dask.fit(X64, n_components=4, solver="exact", location=None)
+    spikes = res.eigenvalues > res.mp_edge
+    assert np.all(
+        np.abs(res.eigenvalues - exact.eigenvalues)[spikes] <= res.eigenvalue_bounds[spikes]
+    )
+    np.testing.assert_array_equal(res.stable, exact.stable)
+
+
+def test_fit__float32_products_that_overflow_are_recomputed_in_float64(pass_precisions):
+    # 3e37 is finite in float32 but its square is not: the speculative float32 block overflows,
+    # is no error, and is recomputed alone (no next block can come from an infinite product)
+    X = np.random.default_rng(4).standard_normal((400, 60)).astype(np.float32)
+    X[:20] *= np.float32(3e37)
+    with pytest.warns(mspca_dask.ConvergenceWarning, match="Krylov space exhausted"):
+        res = mspca_dask.fit(
+            da.from_array(X, chunks=(20, -1)), 3, solver="randomized", location=None
+        )
+    first, redo = pass_precisions[0], pass_precisions[1]
+    assert first[:2] == ("mspca-stats", True)
+    assert redo == ("mspca-pass-2", False, first[2])
+    assert res.params["precision"] == "float64"
+
+
+def test_fit__float64_store_computes_every_pass_in_float64(small, pass_precisions):
+    res = mspca_dask.fit(
+        da.from_array(small.to_numpy(), chunks=(100, -1)),
+        n_components=4,
+        solver="randomized",
+        location=None,
+    )
+    assert res.params["precision"] == "float64"
+    assert not any(single for _name, single, _width in pass_precisions)
+
+
 def test_fit__exact_solver_keeps_float64_products_on_float32_data(small):
     X32 = small.to_numpy().astype(np.float32)
     res = mspca_dask.fit(

@@ -81,8 +81,9 @@ class FitOutput:
     mp_edge: float
     n_samples: int
     n_features: int
-    #: "float32" when some thin products ran in float32 BLAS (summed in float64; their
-    #: estimated rounding is part of ``eigenvalue_bounds``), else "float64"
+    #: "float32" when some thin products the result uses ran in float32 BLAS (summed in
+    #: float64; their estimated rounding is part of ``eigenvalue_bounds``), else "float64"
+    #: (a speculative float32 first block that was recomputed in float64 does not count)
     precision: str
 
 
@@ -247,7 +248,10 @@ def _first_pass(
     products: dict[str, Any] = {"stats": True, "side": side}
     products.update(fit.spectra.first_products(fit.known_vectors(knock, centre), omega))
     out = fit.read("mspca-stats", **products)
-    _check_stats(fit, out)
+    # A product computed speculatively in float32 may overflow where float64 would not: the
+    # solver checks it and recomputes it in float64 (``absorb_first``), so it is no error here.
+    speculative = ("krylov", "krylov_image") if products.get("single") else ()
+    _check_stats(fit, {k: v for k, v in out.items() if k not in speculative})
     if fit.dual:
         fsum, fsq = out["row_sum"], out["row_sumsq"]
         images = out["side"][:, :B]

@@ -89,7 +89,8 @@ class PassReader:
 
     data: Oriented
     runner: PassRunner
-    #: some thin products were computed at single precision
+    #: some thin products the fit uses were computed at single precision (the randomized
+    #: solver clears it when it recomputes its speculative float32 first block in float64)
     single_used: bool = False
 
     @property
@@ -218,17 +219,78 @@ class KrylovSpectra:
 
     # ---------------------------------------------------------------- the passes
     def first_products(self, known: list[np.ndarray], omega: np.ndarray) -> dict[str, Any]:
-        """The first block ``[Ω, known low-rank directions]`` for the statistics pass."""
+        """The first block ``[Ω, known low-rank directions]`` for the statistics pass.
+
+        On float32 chunks the block's product runs at single precision *speculatively*:
+        whether float32 is accurate enough (:meth:`use_single`) depends on the statistics of
+        the same pass, and it is for centred data, where this saves most of the pass's
+        arithmetic (the float64 product up-casts every chunk).  :meth:`absorb_first` checks
+        and recomputes the block in float64 when it was not.  A first block that spans the
+        whole operator space is computed in float64 (no later pass would correct it).
+        """
         V0 = orthonormalize(np.column_stack([omega, *known]))
-        return {"krylov": V0, "krylov_images": self._keep_images(V0.shape[1])}
+        single = self.read.data.M.dtype == np.float32 and V0.shape[1] < self.plan.p
+        return {
+            "krylov": V0,
+            "krylov_images": self._keep_images(V0.shape[1]),
+            "single": single,
+        }
 
     def absorb_first(
         self, products: dict[str, Any], out: dict[str, np.ndarray], moments: Any
     ) -> None:
-        self._feature_sum, self._total_sumsq = moments.feature_sum, moments.total_sumsq
-        self._absorb(products, out)
+        """Take the first block's products, recomputed in float64 if float32 was not enough.
 
-    def _absorb(self, products: dict[str, Any], out: dict[str, np.ndarray]) -> None:
+        A speculative float32 product that :meth:`use_single` refuses (data far from zero,
+        or too large for float32) is recomputed at once in one more pass, in float64,
+        together with the next Krylov block ``MᵀM V₀`` taken from the float32 product when
+        that is finite (any block is a valid basis direction; its products are exact to
+        float64): the pass replaces the second Krylov pass, so the fit makes as many passes
+        as if the first block had been computed in float64.  Nothing computed in float32
+        stays in the basis then, and the fit reports float64 precision.
+        """
+        self._feature_sum, self._total_sumsq = moments.feature_sum, moments.total_sumsq
+        if not products.get("single") or self._single_holds(out["krylov"]):
+            self._absorb(products, out)
+            return
+        self.read.single_used = False  # the float32 block is dropped: nothing else ran in it
+        V0, Z0 = products["krylov"], out["krylov"]
+        blocks = [V0]
+        if np.isfinite(Z0).all():
+            V1 = orthonormalize(Z0 / self.plan.n_samples, against=V0)
+            if V1.shape[1]:
+                blocks.append(V1)
+        V = np.column_stack(blocks)
+        redo: dict[str, Any] = {"krylov": V, "krylov_images": self._keep_images(V.shape[1])}
+        again = self.read(f"mspca-pass-{self.read.n_passes + 1}", **redo)
+        self._absorb(redo, again, blocks=len(blocks), last=blocks[-1].shape[1])
+
+    def _single_holds(self, Z0: np.ndarray) -> bool:
+        """Whether a first block computed in float32 (``Z0 = MᵀM V₀``) may stay.
+
+        The same decision :meth:`use_single` makes before every later pass, with the norm
+        estimate taken from ``Z0`` as the float64 product would have given it (to float32
+        accuracy, ample for an estimate).  Changes nothing.
+        """
+        if not np.isfinite(Z0).all():
+            return False
+        saved = self._image_norm
+        if Z0.shape[1]:
+            top = float(np.max(np.linalg.norm(Z0, axis=0))) / self.plan.n_samples
+            self._image_norm = max(saved, top)
+        try:
+            return self.use_single()
+        finally:
+            self._image_norm = saved
+
+    def _absorb(
+        self,
+        products: dict[str, Any],
+        out: dict[str, np.ndarray],
+        blocks: int = 1,
+        last: int | None = None,
+    ) -> None:
+        """Add the pass's block (``blocks`` Krylov blocks, the last ``last`` columns wide)."""
         V = products["krylov"]
         if products["krylov_images"] and self.images is not None:
             self.images.append(out["krylov_image"])
@@ -237,8 +299,8 @@ class KrylovSpectra:
         if out["krylov"].shape[1]:
             top = float(np.max(np.linalg.norm(out["krylov"], axis=0))) / self.plan.n_samples
             self._image_norm = max(self._image_norm, top)
-        self._last_block = V.shape[1]
-        self._n_blocks += 1
+        self._last_block = V.shape[1] if last is None else last
+        self._n_blocks += blocks
 
     def read_with(
         self,

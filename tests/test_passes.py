@@ -1,0 +1,44 @@
+"""Tests of the per-chunk kernels of one pass (mspca_dask._passes)."""
+
+from __future__ import annotations
+
+import dask.array as da
+import numpy as np
+import pytest
+
+from mspca_dask._passes import _stats_kernel, orient, pass_graph
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_stats_kernel__sums_both_sides_in_float64_from_one_finiteness_check(dtype) -> None:
+    block = np.random.default_rng(0).standard_normal((30, 7)).astype(dtype)
+    cols, rows = _stats_kernel(block)[0]
+    assert cols.shape == (1, 3, 7) and rows.shape == (30, 3)
+    # the same reductions as NumPy's own, to the bit
+    np.testing.assert_array_equal(cols[0, 0], block.sum(axis=0, dtype=np.float64))
+    np.testing.assert_array_equal(cols[0, 1], np.einsum("ij,ij->j", block, block, dtype=float))
+    np.testing.assert_array_equal(rows[:, 0], block.sum(axis=1, dtype=np.float64))
+    np.testing.assert_array_equal(rows[:, 1], np.einsum("ij,ij->i", block, block, dtype=float))
+    assert not cols[0, 2].any() and not rows[:, 2].any()
+
+
+def test_stats_kernel__counts_non_finite_values_and_leaves_them_out_of_the_sums() -> None:
+    block = np.ones((4, 3), dtype=np.float32)
+    block[1, 2], block[3, 2], block[0, 0] = np.nan, np.inf, -np.inf
+    cols, rows = _stats_kernel(block)[0]
+    np.testing.assert_array_equal(cols[0, 2], [1, 0, 2])
+    np.testing.assert_array_equal(rows[:, 2], [1, 1, 0, 1])
+    np.testing.assert_array_equal(cols[0, 0], [3, 4, 2])
+    np.testing.assert_array_equal(rows[:, 1], [2, 2, 3, 2])
+
+
+def test_pass_graph__statistics_of_irregular_chunks_match_numpy() -> None:
+    X = np.random.default_rng(1).standard_normal((50, 6)).astype(np.float32)
+    data = orient(da.from_array(X, chunks=((7, 20, 23), (4, 2))), dual=False)
+    out = da.compute(pass_graph(data, stats=True))[0]
+    X64 = X.astype(np.float64)
+    np.testing.assert_allclose(out["col_sum"], X64.sum(axis=0), rtol=1e-12)
+    np.testing.assert_allclose(out["col_sumsq"], (X64**2).sum(axis=0), rtol=1e-12)
+    np.testing.assert_allclose(out["row_sum"], X64.sum(axis=1), rtol=1e-12)
+    np.testing.assert_allclose(out["row_sumsq"], (X64**2).sum(axis=1), rtol=1e-12)
+    assert out["row_nonfinite"].dtype == np.int64 and not out["col_nonfinite"].any()
