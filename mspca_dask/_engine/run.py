@@ -262,8 +262,9 @@ def _first_pass(
         images = out["side"] if side is not None else np.repeat(fsum[:, None], B, axis=1)
     n = fit.n
     moments = Moments(fsum, float(out["col_sumsq"].sum()), fsq / n - (fsum / n) ** 2)
-    fit.spectra.absorb_first(products, out, moments)
-    return moments, replace(knock, images=images), centre
+    knock = replace(knock, images=images)
+    fit.spectra.absorb_first(products, out, moments, fit.known_vectors(knock, centre, moments))
+    return moments, knock, centre
 
 
 def _check_stats(fit: _Run, out: dict[str, np.ndarray]) -> None:
@@ -409,7 +410,7 @@ def _converge(
     prm, spectra, read = fit.plan.params, fit.spectra, fit.read
     base = fit.lowrank(base_terms)
     budget = prm.max_passes
-    history: list[np.ndarray] = []
+    history: list[np.ndarray] = spectra.earlier_history(base)
     while True:
         spec = spectra.spectrum(base)
         s2 = fit.noise(spec.values, base_terms, m)

@@ -140,7 +140,11 @@ class ExactSpectra:
         return {"gram": True}
 
     def absorb_first(
-        self, products: dict[str, Any], out: dict[str, np.ndarray], moments: Any
+        self,
+        products: dict[str, Any],
+        out: dict[str, np.ndarray],
+        moments: Any,
+        known: list[np.ndarray] | None = None,
     ) -> None:
         self.gram = out["gram"]
 
@@ -195,6 +199,10 @@ class ExactSpectra:
     def use_single(self) -> bool:
         return False
 
+    def earlier_history(self, base: LowRank) -> list[np.ndarray]:
+        """No pass before the spectrum is exact: nothing to add to the stopping history."""
+        return []
+
 
 class KrylovSpectra:
     """The randomized solver: a block-Krylov basis ``Q`` with ``Z = MᵀM Q`` from the passes.
@@ -213,6 +221,8 @@ class KrylovSpectra:
         self.exhausted = False  # a Krylov pass found no new direction
         self._last_block = 0
         self._n_blocks = 0
+        #: columns of a first block recomputed in float64 together with the second one
+        self._first_block_redone = 0
         self._image_norm = 0.0  # largest ‖MᵀM v‖/n over the basis vectors v
         self._feature_sum = np.zeros(plan.n_features)
         self._total_sumsq = 0.0
@@ -237,7 +247,11 @@ class KrylovSpectra:
         }
 
     def absorb_first(
-        self, products: dict[str, Any], out: dict[str, np.ndarray], moments: Any
+        self,
+        products: dict[str, Any],
+        out: dict[str, np.ndarray],
+        moments: Any,
+        known: list[np.ndarray] | None = None,
     ) -> None:
         """Take the first block's products, recomputed in float64 if float32 was not enough.
 
@@ -245,9 +259,12 @@ class KrylovSpectra:
         or too large for float32) is recomputed at once in one more pass, in float64,
         together with the next Krylov block ``MᵀM V₀`` taken from the float32 product when
         that is finite (any block is a valid basis direction; its products are exact to
-        float64): the pass replaces the second Krylov pass, so the fit makes as many passes
-        as if the first block had been computed in float64.  Nothing computed in float32
-        stays in the basis then, and the fit reports float64 precision.
+        float64) and ``known`` (the low-rank directions known after the first pass, which the
+        second pass of a float64 start adds too): the pass replaces the second Krylov pass,
+        so the fit makes as many passes as if the first block had been computed in float64
+        (without ``known`` a genotype fit lacked its 5 knockoff images in the basis and took
+        one pass more).  Nothing computed in float32 stays in the basis then, and the fit
+        reports float64 precision.
         """
         self._feature_sum, self._total_sumsq = moments.feature_sum, moments.total_sumsq
         if not products.get("single") or self._single_holds(out["krylov"]):
@@ -256,14 +273,32 @@ class KrylovSpectra:
         self.read.single_used = False  # the float32 block is dropped: nothing else ran in it
         V0, Z0 = products["krylov"], out["krylov"]
         blocks = [V0]
-        if np.isfinite(Z0).all():
-            V1 = orthonormalize(Z0 / self.plan.n_samples, against=V0)
-            if V1.shape[1]:
-                blocks.append(V1)
+        grown = [Z0 / self.plan.n_samples] if np.isfinite(Z0).all() else []
+        V1 = orthonormalize(np.column_stack([*grown, *(known or [])]), against=V0)
+        if V1.shape[1]:
+            blocks.append(V1)
         V = np.column_stack(blocks)
         redo: dict[str, Any] = {"krylov": V, "krylov_images": self._keep_images(V.shape[1])}
         again = self.read(f"mspca-pass-{self.read.n_passes + 1}", **redo)
         self._absorb(redo, again, blocks=len(blocks), last=blocks[-1].shape[1])
+        self._first_block_redone = V0.shape[1] if len(blocks) > 1 else 0
+
+    def earlier_history(self, base: LowRank) -> list[np.ndarray]:
+        """The top-K Ritz values a float64 first pass would have left, when it was redone.
+
+        A first block recomputed together with the second (:meth:`absorb_first`) leaves the
+        stopping rule without the values after the first pass, and its climbing test then
+        assumed the slowest convergence and held the fit one pass more (a genotype fit: 10
+        passes instead of 9).  Those values are Rayleigh–Ritz on the first block alone, whose
+        float64 products the redo pass computed: the history of a float64 start, exactly.
+        """
+        c = self._first_block_redone
+        if not c:
+            return []
+        n = self.plan.n_samples
+        op = apply_operator(self.Z[:, :c], self.Q[:, :c], base, n)
+        values = rayleigh_ritz(self.Q[:, :c], op, self.plan.params.n_components)[0]
+        return [values]
 
     def _single_holds(self, Z0: np.ndarray) -> bool:
         """Whether a first block computed in float32 (``Z0 = MᵀM V₀``) may stay.
