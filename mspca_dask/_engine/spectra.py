@@ -260,7 +260,8 @@ class KrylovSpectra:
         together with the next Krylov block ``MᵀM V₀`` taken from the float32 product when
         that is finite (any block is a valid basis direction; its products are exact to
         float64) and ``known`` (the low-rank directions known after the first pass, which the
-        second pass of a float64 start adds too): the pass replaces the second Krylov pass,
+        second pass of a float64 start adds too; an overflowing float32 product gives no next
+        block, and the first is then recomputed alone): the pass replaces the second Krylov pass,
         so the fit makes as many passes as if the first block had been computed in float64
         (without ``known`` a genotype fit lacked its 5 knockoff images in the basis and took
         one pass more).  Nothing computed in float32 stays in the basis then, and the fit
@@ -273,10 +274,12 @@ class KrylovSpectra:
         self.read.single_used = False  # the float32 block is dropped: nothing else ran in it
         V0, Z0 = products["krylov"], out["krylov"]
         blocks = [V0]
-        grown = [Z0 / self.plan.n_samples] if np.isfinite(Z0).all() else []
-        V1 = orthonormalize(np.column_stack([*grown, *(known or [])]), against=V0)
-        if V1.shape[1]:
-            blocks.append(V1)
+        if np.isfinite(Z0).all():  # else no next block: the first is recomputed alone
+            V1 = orthonormalize(
+                np.column_stack([Z0 / self.plan.n_samples, *(known or [])]), against=V0
+            )
+            if V1.shape[1]:
+                blocks.append(V1)
         V = np.column_stack(blocks)
         redo: dict[str, Any] = {"krylov": V, "krylov_images": self._keep_images(V.shape[1])}
         again = self.read(f"mspca-pass-{self.read.n_passes + 1}", **redo)
