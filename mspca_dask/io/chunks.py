@@ -25,7 +25,22 @@ import numpy as np
 
 from ..errors import ChunkReadError
 
-__all__ = ["ChunkDecoder"]
+__all__ = ["ChunkDecoder", "chunk_read_error"]
+
+
+def chunk_read_error(
+    store: str, variable: str | None, where: str, exc: Exception
+) -> ChunkReadError:
+    """The error for a chunk that could not be read or decoded, naming where it lies.
+
+    ``where`` locates the chunk (``"chunk 1.0"``, ``"at index [0:5, 0:4]"``); ``variable``
+    None means the store's root array.
+    """
+    var = f"variable {variable!r}" if variable else "root array"
+    return ChunkReadError(
+        f"could not read or decode Zarr store {store} {var} {where}: {type(exc).__name__}: "
+        f"{exc}. A chunk file is probably corrupt or truncated; check or rewrite the store"
+    )
 
 
 @dataclass(frozen=True, eq=False)
@@ -118,14 +133,11 @@ class ChunkDecoder:
                 out.view(np.uint8).reshape(-1)[:] = encoded.view(np.uint8).reshape(-1)
             else:
                 compressor.decode(encoded, out=out)
-        except ChunkReadError:
+        except MemoryError:
             raise
         except Exception as exc:
-            raise ChunkReadError(
-                f"could not decode Zarr store {self.store} variable {self.variable!r} chunk "
-                f"{self.array.metadata.encode_chunk_key(coords)}: {type(exc).__name__}: {exc}. "
-                "A chunk file is probably corrupt or truncated; check or rewrite the store"
-            ) from exc
+            key = self.array.metadata.encode_chunk_key(coords)
+            raise chunk_read_error(self.store, self.variable, f"chunk {key}", exc) from exc
         return out
 
     def read_row_block(self, i: int, buffer: np.ndarray) -> np.ndarray:

@@ -39,6 +39,7 @@ from ..errors import (
     SourceNotFoundError,
     VariableNotFoundError,
 )
+from .chunks import chunk_read_error
 from .safety import check_chunks_present
 from .urls import local_path, zarr_store
 
@@ -500,12 +501,8 @@ class ZarrChunkReader:
         except MemoryError:
             raise
         except Exception as exc:
-            var = f"variable {self.variable!r}" if self.variable else "root array"
-            raise ChunkReadError(
-                f"could not read or decode Zarr store {self.store} {var} at index "
-                f"{_format_key(key)}: {type(exc).__name__}: {exc}. A chunk file is "
-                "probably corrupt or truncated; check or rewrite the store"
-            ) from exc
+            where = f"at index {_format_key(key)}"
+            raise chunk_read_error(self.store, self.variable, where, exc) from exc
 
     def __repr__(self) -> str:
         return f"ZarrChunkReader({self.store!r}, {self.variable!r}, shape={self.shape})"
