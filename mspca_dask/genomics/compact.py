@@ -376,11 +376,16 @@ def _stats_candidates_block(
     rows go to ``root/part-<chunk index>`` (int8, one array per raw chunk): rewriting the same
     part on a retry writes the same bytes.
     """
+    return _stats_and_part(calls, ref, filt, root, int(block_info[0]["chunk-location"][0]))
+
+
+def _stats_and_part(
+    calls: np.ndarray, ref: np.ndarray | None, filt: CandidateFilter, root: str, index: int
+) -> np.ndarray:
+    """``(v, k)`` statistics and candidate flag of one raw chunk's calls; writes its part."""
     stats = _variant_stats_block(calls, ref)[:, 0, :]
     cand = filt.keep(stats[:, 0], stats[:, 1])
-    index = int(block_info[0]["chunk-location"][0])
-    rows = calls[cand]
-    _write_part(root, index, rows)
+    _write_part(root, index, calls[cand])
     return np.column_stack([stats, cand])
 
 
@@ -458,12 +463,8 @@ def _raw_statistics_block(
     i = int(index[0])
     gt = decoder.read_row_block(i, _scratch("genotypes", decoder.row_block_nbytes))
     calls = _calls_block(gt, out=_scratch("calls", gt.shape[0] * gt.shape[1]).view(np.int8))
-    stats = _variant_stats_block(calls, ref)[:, 0, :]
-    cand = filt.keep(stats[:, 0], stats[:, 1])
-    rows = calls[cand]
-    _write_part(root, i, rows)
     out = np.empty(1, dtype=object)
-    out[0] = (np.column_stack([stats, cand]), _sample_stats_block(calls))
+    out[0] = (_stats_and_part(calls, ref, filt, root, i), _sample_stats_block(calls))
     return out
 
 
@@ -489,7 +490,7 @@ def statistics_from_chunks(
     root : path
         Where the candidate rows are written.
     """
-    n_variants, ns = (int(s) for s in decoder.array.shape[:2])
+    ns = int(decoder.array.shape[1])
     ref = _checked_reference(reference, ns)
     rows = decoder.row_blocks
     nb = len(rows)
