@@ -312,14 +312,14 @@ class KrylovSpectra:
         """
         if not np.isfinite(Z0).all():
             return False
-        saved = self._image_norm
-        if Z0.shape[1]:
-            top = float(np.max(np.linalg.norm(Z0, axis=0))) / self.plan.n_samples
-            self._image_norm = max(saved, top)
-        try:
-            return self.use_single()
-        finally:
-            self._image_norm = saved
+        return self.use_single(image_norm=self._image_norm_with(Z0))
+
+    def _image_norm_with(self, Z: np.ndarray) -> float:
+        """The largest ``‖MᵀM v‖/n`` over the basis and the vectors whose images are ``Z``."""
+        if not Z.shape[1]:
+            return self._image_norm
+        top = float(np.max(np.linalg.norm(Z, axis=0))) / self.plan.n_samples
+        return max(self._image_norm, top)
 
     def _absorb(
         self,
@@ -334,9 +334,7 @@ class KrylovSpectra:
             self.images.append(out["krylov_image"])
         self.Q = np.column_stack([self.Q, V])
         self.Z = np.column_stack([self.Z, out["krylov"]])
-        if out["krylov"].shape[1]:
-            top = float(np.max(np.linalg.norm(out["krylov"], axis=0))) / self.plan.n_samples
-            self._image_norm = max(self._image_norm, top)
+        self._image_norm = self._image_norm_with(out["krylov"])
         self._last_block = V.shape[1] if last is None else last
         self._n_blocks += blocks
 
@@ -493,7 +491,7 @@ class KrylovSpectra:
         return ok, worst
 
     # ---------------------------------------------------------------- precision
-    def _rounding(self, unit: float) -> float:
+    def _rounding(self, unit: float, image_norm: float | None = None) -> float:
         """Estimated norm of the rounding error of the passes' operator products.
 
         A chunk's product ``bᵀ(b V)`` sums ``p`` and then ``rows`` terms; with blocked BLAS
@@ -503,15 +501,16 @@ class KrylovSpectra:
         estimated from below by the largest image of a basis vector (kept up to date as the
         basis grows) and by ``‖x̄‖²`` (the mean direction's Rayleigh quotient), which
         dominates for uncentred data.  Measured float32 errors were about 50 times smaller
-        than this estimate.
+        than this estimate.  ``image_norm`` replaces the basis's (:meth:`_image_norm_with`).
         """
         n = self.plan.n_samples
         rows = self.read.data.chunk_rows
         fs = self._feature_sum
-        scale = max(float(fs @ fs) / n**2, self._image_norm)
+        norm = self._image_norm if image_norm is None else image_norm
+        scale = max(float(fs @ fs) / n**2, norm)
         return unit * (math.sqrt(rows) + math.sqrt(self.plan.p)) * scale
 
-    def use_single(self) -> bool:
+    def use_single(self, image_norm: float | None = None) -> bool:
         """Whether the next thin products may run at float32 on float32 chunks.
 
         Only while the estimated float32 rounding stays below a tenth of the accuracy the
@@ -519,7 +518,8 @@ class KrylovSpectra:
         average feature variance: an upper estimate of the noise variance known from the
         first pass, before any spectrum, which does not depend on the location (the mean
         cancels in the products only in exact arithmetic).  Otherwise — e.g. data whose mean
-        is far larger than their spread — the chunks are up-cast to float64.
+        is far larger than their spread — the chunks are up-cast to float64.  ``image_norm``:
+        see :meth:`_rounding`.
         """
         plan, prm = self.plan, self.plan.params
         if self.read.data.M.dtype != np.float32:
@@ -533,7 +533,7 @@ class KrylovSpectra:
             xbar = self._feature_sum / n
             spread = max(self._total_sumsq / n - float(xbar @ xbar), 0.0) / d
             target = rmt.invariance_threshold(n, d / n, spread, prm.threshold_scale) / 10
-        return self._rounding(float(np.finfo(np.float32).eps) / 2) <= target / 10
+        return self._rounding(float(np.finfo(np.float32).eps) / 2, image_norm) <= target / 10
 
     def _rounding_bound(self) -> float:
         """The rounding term added to every certified error bound."""
