@@ -158,7 +158,7 @@ def _plink(prefix: Path, approx: bool, out: Path) -> dict[str, Any]:
     return _timed(cmd)
 
 
-def _job_config(sim: dict[str, Any], out: Path, budget: str | None) -> Path:
+def _job_config(sim: dict[str, Any], out: Path, budget: str | None, report: bool = True) -> Path:
     text = textwrap.dedent(
         f"""
         [job]
@@ -183,10 +183,10 @@ def _job_config(sim: dict[str, Any], out: Path, budget: str | None) -> Path:
         dir = "{out}"
         overwrite = true
         [report]
-        enabled = true
+        enabled = {"true" if report else "false"}
         """
     )
-    path = out.parent / f"{out.name}.toml"
+    path = out.parent / f"{out.name}{'' if report else '-noreport'}.toml"
     path.write_text(text)
     return path
 
@@ -376,19 +376,25 @@ def main(argv: list[str] | None = None) -> int:
     work.mkdir(exist_ok=True)
     out = work / "result"
     cfg = _job_config(sim, out, args.memory_budget)
-    runs: dict[str, list[dict[str, Any]]] = {"plink2_approx": [], "plink2_exact": [], "ours": []}
+    # The same job without the HTML report: the outputs plink2 writes too (scores, loadings,
+    # eigenvalues, as the result dataset and its summary), the like-for-like comparison.
+    cfg_bare = _job_config(sim, out, args.memory_budget, report=False)
+    runs: dict[str, list[dict[str, Any]]] = {
+        "plink2_approx": [],
+        "plink2_exact": [],
+        "ours": [],
+        "ours_noreport": [],
+    }
     loads: list[list[float]] = []
     for r in range(args.repeats):
         exact_runs = args.repeats if args.exact_repeats is None else args.exact_repeats
-        names = (
-            ("plink2_approx", "ours", "plink2_exact")
-            if r < exact_runs
-            else ("plink2_approx", "ours")
+        names = ("plink2_approx", "ours", "ours_noreport") + (
+            ("plink2_exact",) if r < exact_runs else ()
         )
         for name in names:
             loads.append([round(x, 2) for x in os.getloadavg()])
-            if name == "ours":
-                res = _ours(cfg, out)
+            if name.startswith("ours"):
+                res = _ours(cfg if name == "ours" else cfg_bare, out)
             else:
                 res = _plink(prefix, name == "plink2_approx", work / name)
                 res.pop("log")
@@ -428,6 +434,7 @@ def main(argv: list[str] | None = None) -> int:
         "peak_rss_bytes": peak,
         "ratio_ours_to_plink2_approx": med["ours"] / med["plink2_approx"],
         "ratio_ours_to_plink2_exact": med["ours"] / med["plink2_exact"],
+        "ratio_ours_noreport_to_plink2_approx": med["ours_noreport"] / med["plink2_approx"],
         "runs": runs,
         "profile": profile,
         "plain_pca": {**plain, "abs_corr_with_plink2_pca": corr},
@@ -452,7 +459,8 @@ def main(argv: list[str] | None = None) -> int:
         f"Mb, {payload['cohort']['n_variants']:,} variants, MAF >= 0.05 keeps "
         f"{plain['variants_kept']:,}; VCF Zarr by bio2zarr's tskit2zarr (10,000 variants per "
         "chunk), PLINK 1 fileset by bed-reader's to_bed. Each tool in its own process, "
-        f"{THREADS} threads, alternating (approx, ours[, exact]) x {args.repeats}; peak memory is "
+        f"{THREADS} threads, alternating (approx, ours, ours without report[, exact]) x "
+        f"{args.repeats}; peak memory is "
         "the resident set of the process tree, sampled every 20 ms.",
         "",
         "| run | median wall s | runs (s) | peak memory MiB | ratio to `--pca approx` |",
@@ -463,8 +471,9 @@ def main(argv: list[str] | None = None) -> int:
         "plink2_exact": f"`plink2 --bfile … --maf 0.05 --pca {K} --threads {THREADS}`",
         "ours": "`python -m pipelines.genomics run` (CEU reference, K = 10, 5 knockoffs, "
         "report on)",
+        "ours_noreport": "the same job, report off (result dataset and summary only)",
     }
-    for k in ("plink2_approx", "plink2_exact", "ours"):
+    for k in ("plink2_approx", "plink2_exact", "ours", "ours_noreport"):
         xs = ", ".join(f"{x['seconds']:.1f}" for x in runs[k])
         md.append(
             f"| {labels[k]} | {med[k]:.1f} | {xs} | {peak[k] / 2**20:.0f} | "
