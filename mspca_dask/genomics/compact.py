@@ -44,6 +44,7 @@ from typing import Any
 import dask.array as da
 import numpy as np
 
+from .._passes import _first_of, _second_of
 from ..errors import ParameterError, ShapeError
 from ..io.chunks import ChunkDecoder
 from . import preprocess
@@ -518,14 +519,6 @@ def statistics_from_chunks(
     out = _statistics_products(per_variant, per_sample, ref is not None)
     out["candidate"] = per_variant[:, -1].astype(bool)
     return out
-
-
-def _first_of(pair: np.ndarray) -> Any:
-    return pair[0][0]
-
-
-def _second_of(pair: np.ndarray) -> Any:
-    return pair[0][1]
 
 
 @dataclass(frozen=True)
