@@ -90,7 +90,9 @@ def reference_mspca(
         edge=edge,
         margin=margin * rmt.tracy_widom_scale(n, d, s2),
         min_overlap=min_overlap,
-        shift_z=shift_evidence(Xl @ U, memb, inliers),
+        shift_z=shift_evidence(
+            Xl @ U, memb, inliers, spikes=lam > edge + margin * rmt.tracy_widom_scale(n, d, s2)
+        ),
         z_threshold=shift_z_threshold(K),
         within=within_group_variance(Xl @ U, groups) if groups.shape[1] else None,
     )
