@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from mspca_dask.matching import check_invariance, paper_rule
+from mspca_dask.matching import BLIND_NOTE, check_invariance, paper_rule
 
 
 def _check(lam, knock, ov, **kw):
@@ -30,6 +30,16 @@ def test_check_invariance__labels_stable_mean_shift_and_bulk():
     assert res.reasons[1].startswith("stable")
     assert res.reasons[2].startswith("bulk")
     assert res.matched[0].tolist() == [1, 2, 0]
+
+
+def test_check_invariance__blind_pairs_say_what_stable_means():
+    lam = [6.0, 4.3, 3.7]
+    knock = [[9.5, 5.0, 4.3]]
+    ov = [[[0.2, 0.85, 0.1], [0.1, 0.1, 0.99], [0.0, 0.1, 0.1]]]
+    res = _check(lam, knock, ov, blind=np.ones(3, dtype=bool))
+    assert res.reasons[1].startswith("stable") and res.reasons[1].endswith(BLIND_NOTE)
+    assert not res.reasons[0].endswith(BLIND_NOTE)  # verdicts other than stable are kept
+    assert not res.reasons[2].endswith(BLIND_NOTE)
 
 
 def test_check_invariance__a_chance_eigenvalue_match_does_not_vouch():
