@@ -327,12 +327,12 @@ def shift_evidence(
     ``SE_bi² = v_i Σ_s (γ'_sb + Σ_j a_bj t_sj)²``
 
     (``λ_i`` is the mean of ``t_si²``; with ``a = 0`` this is the fixed-direction error
-    ``v_i Σ_s γ'_sb²``).  Without it the evidence of a covariance spike is inflated by about
-    ``1 + π θ² (1 + θ²) / (λ_i − λ_j)²`` in ``E z²`` (a cluster of weight ``π`` and strength
-    ``θ²``): at the paper's scaling ``θ² = 2ℓ = 4√c`` with ``d`` fixed it grows with ``n``.
+    ``v_i Σ_s γ'_sb²``).  Without it ``E z²`` of a covariance spike is inflated by the order
+    of ``π θ² (1 + θ²) / (λ_i − λ_j)²`` (a cluster of weight ``π`` and strength ``θ²``):
+    at the paper's scaling ``θ² = 2ℓ = 4√c`` with ``d`` fixed it grows with ``n``.
     Measured with a known centre, ``d = 500``, ``π = 0.1``, the cluster orthogonal to the
-    spike: ``E z²`` 1.24, 1.88 and 2.2 at ``n`` = 2000, 20 000 and 100 000 without the leak,
-    0.86, 0.98 and 0.80 with it (120 to 1000 draws each; its true value is 1).
+    spike: ``E z²`` 1.16, 1.88 and 2.48 at ``n`` = 2000, 20 000 and 100 000 without the leak,
+    0.81, 0.98 and 0.86 with it (1000, 500 and 298 draws; its true value is 1).
     Only pairs ``j`` whose first-order rotation is small enter:
     ``r_ij = √(mean_s t_si² t_sj² / n) / |λ_i − λ_j| <= MAX_LEAK_ROTATION``.  A pair closer
     than that is not resolved from ``i`` at this ``n`` (the expansion fails; the two
