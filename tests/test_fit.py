@@ -82,6 +82,9 @@ def reference_mspca(
         ovs.append(np.abs(U.T @ Vk[:, ::-1][:, : K + KNOCKOFF_EXTRA]))
     edge = rmt.mp_edges(c, s2)[1]
     inliers = ~np.any(groups > 0, axis=1) if groups.shape[1] else None
+    # the leak of a displaced group into the other eigenvectors is counted without groups
+    spikes = lam > edge + margin * rmt.tracy_widom_scale(n, d, s2)
+    z = shift_evidence(Xl @ U, memb, inliers, spikes=None if inliers is not None else spikes)
     chk = check_invariance(
         lam,
         np.array(knock),
@@ -90,7 +93,7 @@ def reference_mspca(
         edge=edge,
         margin=margin * rmt.tracy_widom_scale(n, d, s2),
         min_overlap=min_overlap,
-        shift_z=shift_evidence(Xl @ U, memb, inliers),
+        shift_z=z,
         z_threshold=shift_z_threshold(K),
         within=within_group_variance(Xl @ U, groups) if groups.shape[1] else None,
     )
@@ -100,6 +103,7 @@ def reference_mspca(
         "stable": chk.stable,
         "vectors": U,
         "scores": Xl @ U,
+        "shift_z": z,
         "s2": s2,
         "eps": eps,
         "t2": t2,
@@ -148,6 +152,9 @@ def test_fit__matches_dense_reference(small, solver, orientation, location):
             _align_signs(res.scores[:, spikes], ref["scores"][:, spikes]),
             atol=1e-6,
         )
+        np.testing.assert_allclose(
+            res.shift_z[spikes], ref["shift_z"][spikes], rtol=1e-6, atol=1e-6
+        )
     else:
         # The certificate is the contract: the true error is within the reported bound, and
         # the bound is within a tenth of the invariance threshold.
@@ -165,6 +172,19 @@ def test_fit__matches_dense_reference(small, solver, orientation, location):
         assert res.location.shape == (X.shape[1],)
 
 
+def test_fit__auto_location_without_groups_says_the_shift_test_was_blind():
+    # No second group anywhere: the location is the sample mean, the knockoffs cannot move
+    # any pair, and a stable verdict must not read as "no shifted group exists".
+    clean = make_spiked_mixture(
+        400, 150, covariance_spikes=(3.0,), mean_shift_weights=(), random_state=4
+    )
+    res = mspca_dask.fit(clean.to_numpy(), n_components=3, random_state=0)
+    assert res.stable[0]
+    assert res.shift_z[0] < 1e-6
+    assert "could not see it" in res.reasons[0]
+    assert not any("could not see it" in r for r in res.reasons[~res.candidate])
+
+
 def test_fit__paper_setting_defaults_return_the_clean_covariance_pc():
     model = paper_setting(pi1=0.1, random_state=5)
     res = mspca_dask.fit(model.to_numpy(), n_components=10, random_state=0)
@@ -173,6 +193,8 @@ def test_fit__paper_setting_defaults_return_the_clean_covariance_pc():
     assert alignment(res.components[0], truth) > 0.95
     # The contamination is recognised as a mean-shift component aligned with its direction.
     assert len(res.mean_shift_components) >= 1
+    # the cluster found in score space gave the shift test its location
+    assert not any("could not see it" in r for r in res.reasons)
     shift = model.mean_shift_vectors[:, 0]
     assert alignment(res.mean_shift_components[0], shift) > 0.8
     # Plain PCA's first component is the mean shift, not the covariance PC.
