@@ -489,14 +489,16 @@ def _finish(
         warnings.warn(line, ModelFitWarning, stacklevel=3)
     components, scores = _output(fit, centre, spec)
     inliers = within = None
-    if centre.fit is not None and centre.fit.groups.shape[1]:
-        inliers = ~np.any(centre.fit.groups > 0, axis=1)
-        within = within_group_variance(scores, centre.fit.groups)
+    groups = None if centre.fit is None else centre.fit.groups  # (n, g) found in score space
+    grouped = groups is not None and groups.shape[1] > 0
+    if groups is not None and grouped:
+        inliers = ~np.any(groups > 0, axis=1)
+        within = within_group_variance(scores, groups)
     # The leak of a displaced group into a covariance spike's sample eigenvector is counted
     # where nothing else guards against it: with groups found in score space it is dominated
     # by their large weights (counting it lowered true mean-shift pairs below the threshold,
     # 4 unequal clusters), and the within-group variance keeps such a spike stable instead.
-    spikes = spec.values > edge + margin if inliers is None else None
+    spikes = None if grouped else spec.values > edge + margin
     shift_z = shift_evidence(scores, knock.memberships, inliers, spikes=spikes)
     check = check_invariance(
         spec.values,
@@ -511,7 +513,7 @@ def _finish(
         within=within,
         # location="auto" found no second group along any candidate: the location is the
         # sample mean along every pair, where no membership can displace the scores
-        blind=None if centre.fit is None or centre.fit.groups.shape[1] else np.ones(K, dtype=bool),
+        blind=np.ones(K, dtype=bool) if groups is not None and not grouped else None,
     )
     if not np.any(check.candidate):
         warnings.warn(
