@@ -364,9 +364,9 @@ def shift_evidence(
     S = A.T @ T  # (B, K) signed s_bj
     weight2 = np.repeat((A**2).sum(axis=0)[:, None], K, axis=1)  # (B, K) Σ_s γ'_sb²
     if spikes is not None and np.count_nonzero(spikes) and n:
-        lam = (T**2).mean(axis=0)  # (K,) the eigenvalues of X̃ᵀX̃ / n
-        gram = T.T @ T  # (K, K)
         sq = T**2
+        lam = sq.mean(axis=0)  # (K,) the eigenvalues of X̃ᵀX̃ / n
+        gram = T.T @ T  # (K, K)
         fourth = sq.T @ sq / n  # (K, K) mean_s t_si² t_sj²
         gap = lam[:, None] - lam[None, :]
         with np.errstate(divide="ignore", invalid="ignore"):
