@@ -34,6 +34,7 @@ __all__ = [
     "shift_evidence",
     "shift_z_threshold",
     "within_group_variance",
+    "mixed_pairs",
     "model_fit_diagnostics",
 ]
 
@@ -175,13 +176,7 @@ def check_invariance(
         # calibrated by the covariance spike's own null
         shifted = np.asarray(shift_z) >= z_threshold
         if within is not None:
-            line = edge + margin
-            if K >= MIN_BULK_CHECK and lam[-1] > line:
-                # the bulk itself is above the edge (correlated noise, e.g. linkage
-                # disequilibrium): the smallest computed eigenvalue is the best estimate
-                # of where the bulk ends
-                line = float(lam[-1])
-            mixed = shifted & (np.asarray(within) > line)
+            mixed = mixed_pairs(lam, shift_z, z_threshold, within, edge=edge, margin=margin)
             shifted &= ~mixed
         weak = ~shifted & (moved | turned)
         moved = shifted & (moved | ~turned)
@@ -242,6 +237,46 @@ def check_invariance(
         reasons=reasons,
         shift_z=None if shift_z is None else np.asarray(shift_z, dtype=float),
     )
+
+
+def mixed_pairs(
+    eigenvalues: np.ndarray,
+    shift_z: np.ndarray,
+    z_threshold: float,
+    within: np.ndarray,
+    *,
+    edge: float,
+    margin: float,
+) -> np.ndarray:
+    """The pairs the within-group rule of :func:`check_invariance` keeps stable.
+
+    A pair is *mixed* when its shift evidence reaches ``z_threshold`` but its score variance
+    within the groups is still above the candidate line ``edge + margin`` (or, when six or
+    more eigenvalues were computed and all are above that line, above the smallest of them).
+
+    Parameters
+    ----------
+    eigenvalues, shift_z, within : (K,) ndarray
+    z_threshold, edge, margin : float
+
+    Returns
+    -------
+    mixed : (K,) bool ndarray
+
+    Examples
+    --------
+    >>> mixed_pairs(np.array([6.0, 5.0]), np.array([9.0, 9.0]), 3.29, np.array([4.5, 1.2]),
+    ...             edge=3.8, margin=0.1).tolist()
+    [True, False]
+    """
+    lam = np.asarray(eigenvalues, dtype=float)
+    line = edge + margin
+    if lam.size >= MIN_BULK_CHECK and lam[-1] > line:
+        # the bulk itself is above the edge (correlated noise, e.g. linkage
+        # disequilibrium): the smallest computed eigenvalue is the best estimate
+        # of where the bulk ends
+        line = float(lam[-1])
+    return (np.asarray(shift_z) >= z_threshold) & (np.asarray(within) > line)
 
 
 #: Added to the reason of a stable pair along which the shift test had no inlier location.

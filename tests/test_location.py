@@ -177,3 +177,30 @@ def test_gaussian_mixture__recovers_three_components():
     np.testing.assert_allclose(means[order], [-6, 0, 6], atol=0.3)
     np.testing.assert_allclose(w[order], [0.1, 0.8, 0.1], atol=0.03)
     assert abs(var - 1) < 0.15
+
+
+def test_residual_groups__finds_a_cluster_left_among_the_inliers_and_keeps_the_old_groups():
+    from mspca_dask.location import residual_groups
+
+    rng = np.random.default_rng(3)
+    T = rng.standard_normal((1000, 2))
+    T[:60, 1] -= 9  # a group found before
+    T[60:160, 0] += 5.5  # a 10 % cluster the location step missed: 4 sd along column 0
+    old = np.zeros((1000, 1))
+    old[:60, 0] = 1
+    G = residual_groups(T, old)
+    assert G.shape[1] == 2
+    np.testing.assert_array_equal(G[:, 0], old[:, 0])
+    assert G[60:160, 1].mean() > 0.95 and G[160:, 1].sum() < 5 and G[:60, 1].sum() == 0
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_residual_groups__covariance_spike_inlier_scores_get_no_group(seed):
+    from mspca_dask.location import residual_groups
+
+    rng = np.random.default_rng(seed)
+    T = 2.0 * rng.standard_normal((1000, 1))  # a covariance spike: one wide Gaussian
+    T[:80, 0] += 12  # with a group displaced along it, already found
+    old = np.zeros((1000, 1))
+    old[:80, 0] = 1
+    np.testing.assert_array_equal(residual_groups(T, old), old)

@@ -247,3 +247,31 @@ def test_check_invariance__bulk_above_the_edge_moves_the_mixed_spike_line_to_the
         **kw,
     )
     assert res.stable.tolist() == [False, True, True, True, True, True]
+
+
+def test_mixed_pairs__are_the_pairs_check_invariance_keeps_stable_by_the_within_rule():
+    from mspca_dask.matching import mixed_pairs
+
+    kw = {"edge": 3.8, "margin": 0.1}
+    z = np.array([20.0, 5.0, 5.0, 1.0])
+    within = np.array([2.5, 4.2, 3.0, 4.5])
+    lam = np.array([6.0, 5.0, 4.5, 4.4])
+    assert mixed_pairs(lam, z, 3.3, within, **kw).tolist() == [False, True, False, False]
+    res = check_invariance(
+        lam,
+        np.tile(lam, (1, 1)),
+        np.eye(4)[None],
+        threshold=0.05,
+        min_overlap=0.5,
+        shift_z=z,
+        z_threshold=3.3,
+        within=within,
+        **kw,
+    )
+    assert res.stable.tolist() == [False, True, False, True]
+    assert "still a spike" in res.reasons[1]
+    # six pairs all above the line: the smallest eigenvalue (4.0) is the line
+    lam6 = np.array([9.0, 7.0, 5.0, 4.5, 4.2, 4.0])
+    z6 = np.array([20.0, 20.0, 0, 0, 0, 0])
+    w6 = np.array([3.95, 4.2, 1, 1, 1, 1])
+    assert mixed_pairs(lam6, z6, 3.3, w6, **kw).tolist() == [False, True] + [False] * 4

@@ -33,9 +33,10 @@ import numpy as np
 
 from .. import rmt
 from ..errors import ConvergenceWarning, InputError, ModelFitWarning, NonFiniteError, NoSpikeWarning
-from ..location import CandidateLocation, candidate_location
+from ..location import CandidateLocation, candidate_location, residual_groups
 from ..matching import (
     check_invariance,
+    mixed_pairs,
     model_fit_diagnostics,
     shift_evidence,
     shift_z_threshold,
@@ -500,6 +501,19 @@ def _finish(
     # 4 unequal clusters), and the within-group variance keeps such a spike stable instead.
     spikes = None if grouped else spec.values > edge + margin
     shift_z = shift_evidence(scores, knock.memberships, inliers, spikes=spikes)
+    z_threshold = shift_z_threshold(K)
+    if groups is not None and within is not None:
+        # A pair about to be kept stable as "mixed" may only carry a cluster that the
+        # location step missed (one no preliminary direction separated) among the inliers:
+        # look for groups left among them along it before its within-group variance decides.
+        mixed = mixed_pairs(spec.values, shift_z, z_threshold, within, edge=edge, margin=margin)
+        if np.any(mixed):
+            seed = fit.plan.params.random_state
+            more = residual_groups(
+                scores[:, mixed], groups, random_state=0 if seed is None else int(seed) % 2**32
+            )
+            if more.shape[1] > groups.shape[1]:
+                within = within_group_variance(scores, more)
     check = check_invariance(
         spec.values,
         np.stack([sp.values for sp in knock_specs]),
@@ -509,7 +523,7 @@ def _finish(
         margin=margin,
         min_overlap=fit.plan.params.min_overlap,
         shift_z=shift_z,
-        z_threshold=shift_z_threshold(K),
+        z_threshold=z_threshold,
         within=within,
         # location="auto" found no second group along any candidate: the location is the
         # sample mean along every pair, where no membership can displace the scores
