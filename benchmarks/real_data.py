@@ -25,6 +25,7 @@ go to ``benchmarks/results/real_data.md`` and ``.json``.
 
 from __future__ import annotations
 
+import argparse
 import gzip
 import json
 import shutil
@@ -251,7 +252,11 @@ def run_smartpca(prefix: Path, tmp: Path) -> dict[str, Any]:
     }
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
+    # no options yet: --help prints what the run does and writes, instead of starting it
+    argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    ).parse_args(argv)
     from mspca_dask import genomics as gx
 
     sets = prepare()
