@@ -509,6 +509,18 @@ def _split_groups(T: np.ndarray, groups: list[np.ndarray]) -> list[np.ndarray]:
     return out
 
 
+def _peel(inliers: np.ndarray, idx: np.ndarray, parts: list[np.ndarray]) -> list[np.ndarray]:
+    """The groups ``parts`` (masks over the inliers ``idx``) as masks over all samples,
+    removed from ``inliers`` (in place)."""
+    lifted = []
+    for part in parts:
+        full = np.zeros(inliers.size, dtype=bool)
+        full[idx[part]] = True
+        inliers &= ~full
+        lifted.append(full)
+    return lifted
+
+
 def candidate_location(
     scores: np.ndarray,
     *,
@@ -597,11 +609,7 @@ def candidate_location(
                 evidence[j] = mixture_evidence(sub)[0] if sub.size >= 20 else -np.inf
                 continue
             methods[j], found_offset[j], evidence[j], gs = found
-            for g in gs:
-                full = np.zeros(n, dtype=bool)
-                full[idx[g]] = True
-                groups.append(full)
-                inliers &= ~full
+            groups += _peel(inliers, idx, gs)
             new = True
         if not new:
             break
@@ -690,13 +698,8 @@ def residual_groups(
             break
         t = T[idx, j]
         found = _groups_1d(t, _subsample(t, max_samples, rng))
-        if found is None:
-            continue
-        for g in found[3]:
-            full = np.zeros(n, dtype=bool)
-            full[idx[g]] = True
-            new.append(full)
-            inliers &= ~full
+        if found is not None:
+            new += _peel(inliers, idx, found[3])
     if not new:
         return G
     return np.column_stack([G, *new]).astype(float)

@@ -148,6 +148,12 @@ class _Run:
     def c(self) -> float:
         return self.d / self.n
 
+    @property
+    def location_seed(self) -> int:
+        """Seed of the score-space group tests (fixed: the location must be reproducible)."""
+        seed = self.plan.params.random_state
+        return 0 if seed is None else int(seed) % 2**32
+
     def lowrank(self, terms: list[Term]) -> LowRank:
         """Low-rank part of ``X̃ᵀX̃`` (operator space) for ``X̃ = X + Σ a fᵀ``."""
         if not terms:
@@ -321,8 +327,7 @@ def _estimate_location(
     else:
         out = spectra.read_with("mspca-location-scores", known, keep=V0)
         scores = out["keep"] - (xbar @ V0)[None, :]
-    seed = 0 if prm.random_state is None else int(prm.random_state) % 2**32
-    loc = candidate_location(scores, random_state=seed)
+    loc = candidate_location(scores, random_state=fit.location_seed)
     groups = loc.groups
     if fit.dual:
         # μ = x̄ + X̃ᵀU₀(offsets/sing) = Xᵀa, a big-side product; X μ = X Xᵀ a is the Gram
@@ -490,28 +495,27 @@ def _finish(
         warnings.warn(line, ModelFitWarning, stacklevel=3)
     components, scores = _output(fit, centre, spec)
     inliers = within = None
-    groups = None if centre.fit is None else centre.fit.groups  # (n, g) found in score space
-    grouped = groups is not None and groups.shape[1] > 0
-    if groups is not None and grouped:
+    # (n, g) the groups found in score space; None when location="auto" found none (blind)
+    # or the location was given
+    groups = centre.fit.groups if centre.fit is not None and centre.fit.groups.shape[1] else None
+    blind = centre.fit is not None and groups is None
+    if groups is not None:
         inliers = ~np.any(groups > 0, axis=1)
-        within = within_group_variance(scores, groups)
     # The leak of a displaced group into a covariance spike's sample eigenvector is counted
     # where nothing else guards against it: with groups found in score space it is dominated
     # by their large weights (counting it lowered true mean-shift pairs below the threshold,
     # 4 unequal clusters), and the within-group variance keeps such a spike stable instead.
-    spikes = None if grouped else spec.values > edge + margin
+    spikes = None if groups is not None else spec.values > edge + margin
     shift_z = shift_evidence(scores, knock.memberships, inliers, spikes=spikes)
     z_threshold = shift_z_threshold(K)
-    if groups is not None and within is not None:
+    if groups is not None:
+        within = within_group_variance(scores, groups)
         # A pair about to be kept stable as "mixed" may only carry a cluster that the
         # location step missed (one no preliminary direction separated) among the inliers:
         # look for groups left among them along it before its within-group variance decides.
         mixed = mixed_pairs(spec.values, shift_z, z_threshold, within, edge=edge, margin=margin)
         if np.any(mixed):
-            seed = fit.plan.params.random_state
-            more = residual_groups(
-                scores[:, mixed], groups, random_state=0 if seed is None else int(seed) % 2**32
-            )
+            more = residual_groups(scores[:, mixed], groups, random_state=fit.location_seed)
             if more.shape[1] > groups.shape[1]:
                 within = within_group_variance(scores, more)
     check = check_invariance(
@@ -527,7 +531,7 @@ def _finish(
         within=within,
         # location="auto" found no second group along any candidate: the location is the
         # sample mean along every pair, where no membership can displace the scores
-        blind=np.ones(K, dtype=bool) if groups is not None and not grouped else None,
+        blind=np.ones(K, dtype=bool) if blind else None,
     )
     if not np.any(check.candidate):
         warnings.warn(
