@@ -626,7 +626,10 @@ class MSPCAResult:
     )
 
     def _header_lines(self) -> list[str]:
-        precision = " (float32 products)" if self.params.get("precision") == "float32" else ""
+        precision = {
+            "float32": " (float32 products)",
+            "float32-certified": " (float32 Krylov products, eigenpairs certified in float64)",
+        }.get(str(self.params.get("precision")), "")
         return [
             f"n = {self.n_samples} samples, d = {self.n_features} features, "
             f"K = {self.n_components} eigenpairs ({self.n_stable} stable, "

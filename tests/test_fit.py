@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import warnings
 
 import dask
 import dask.array as da
@@ -581,6 +582,78 @@ def test_fit__float32_products_that_overflow_are_recomputed_in_float64(pass_prec
             location=None,
         )
     assert res.n_passes <= res64.n_passes + 1
+
+
+@pytest.fixture(scope="module")
+def dominant_spike_float32() -> np.ndarray:
+    """Centred float32 data whose top eigenvalue (~2 × 10⁴) is ~3 × 10⁵ times the threshold.
+
+    Float32 finds its spectrum (its rounding is far below the noise) but cannot certify it
+    to a tenth of ε: the genotype case (population structure far above everything else).
+    """
+    n, d = 4000, 300
+    X = paper_setting(pi1=0.1, n_samples=n, n_features=d, random_state=3).to_numpy()
+    rng = np.random.default_rng(0)
+    u = rng.standard_normal(d)
+    u /= np.linalg.norm(u)
+    return (X + 150.0 * np.outer(rng.standard_normal(n), u)).astype(np.float32)
+
+
+@pytest.mark.parametrize("chunks", [(1000, -1), (-1, 75)], ids=["primal", "dual"])
+def test_fit__float32_passes_beyond_their_rounding_target_are_certified_by_one_float64_pass(
+    dominant_spike_float32, chunks, pass_precisions
+):
+    X32 = dominant_spike_float32
+    with warnings.catch_warnings():  # the spike spreads the feature variances (heteroscedastic)
+        warnings.simplefilter("ignore", mspca_dask.errors.ModelFitWarning)
+        res = mspca_dask.fit(
+            da.from_array(X32, chunks=chunks), n_components=4, solver="randomized", location=None
+        )
+        ours = list(pass_precisions)
+        exact = mspca_dask.fit(
+            X32.astype(np.float64), n_components=4, solver="exact", location=None
+        )
+    assert res.params["precision"] == "float32-certified"
+    assert "certified in float64" in res.summary()
+    *krylov, last = ours
+    assert all(single for _name, single, _width in krylov)
+    # the certificate: one float64 pass over the K Ritz vectors, the fit's last
+    assert last == (f"mspca-pass-{res.n_passes}", False, 4)
+    assert len(ours) == res.n_passes
+    spikes = res.candidate
+    assert spikes.sum() >= 2
+    err = np.abs(res.eigenvalues - exact.eigenvalues)[spikes]
+    # float64 bounds, no float32 rounding estimate in them (that was ~0.1 here), and they hold
+    assert np.all(res.eigenvalue_bounds[spikes] < 1e-3 * res.threshold)
+    assert np.all(err <= res.eigenvalue_bounds[spikes])
+    np.testing.assert_array_equal(res.stable, exact.stable)
+    # the scores come from the certificate's own float64 image of the Ritz vectors
+    for k in np.flatnonzero(spikes):
+        assert alignment(res.scores[:, k], exact.scores[:, k]) > 0.999
+        np.testing.assert_allclose(
+            np.linalg.norm(res.scores[:, k]) ** 2 / X32.shape[0], res.eigenvalues[k], rtol=1e-9
+        )
+    # displacements compare Ritz values of the same float32 products: their rounding cancels
+    np.testing.assert_allclose(
+        res.displacement[spikes], exact.displacement[spikes], atol=1e-3 * res.threshold
+    )
+
+
+def test_fit__float32_passes_with_an_estimated_location_are_not_certified(
+    dominant_spike_float32, pass_precisions
+):
+    # location="auto" takes the centre's image from the basis's products and puts it in the
+    # operator itself, so a float64 pass over the Ritz vectors alone would not certify it
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", mspca_dask.errors.MSPCAWarning)
+        res = mspca_dask.fit(
+            da.from_array(dominant_spike_float32, chunks=(1000, -1)),
+            n_components=4,
+            solver="randomized",
+            max_passes=8,
+        )
+    assert res.params["precision"] == "float32"
+    assert not any(width == 4 and not single for _name, single, width in pass_precisions[1:])
 
 
 def test_fit__float64_store_computes_every_pass_in_float64(small, pass_precisions):

@@ -83,8 +83,11 @@ class FitOutput:
     n_samples: int
     n_features: int
     #: "float32" when some thin products the result uses ran in float32 BLAS (summed in
-    #: float64; their estimated rounding is part of ``eigenvalue_bounds``), else "float64"
-    #: (a speculative float32 first block that was recomputed in float64 does not count)
+    #: float64; their estimated rounding is part of ``eigenvalue_bounds``); "float32-certified"
+    #: when the Krylov passes ran in float32 and one float64 pass recomputed the eigenpairs,
+    #: their bounds and scores (the knockoff spectra keep float32 rounding; see
+    #: :meth:`~mspca_dask._engine.spectra.KrylovSpectra.certify`); else "float64" (a
+    #: speculative float32 first block that was recomputed in float64 does not count)
     precision: str
 
 
@@ -235,7 +238,10 @@ def run_fit(data: Oriented, plan: FitPlan, runner: PassRunner) -> FitOutput:
         centre, knock = _estimate_location(fit, moments, knock, draws)
     base_terms = fit.location_terms(centre.mu, centre.image, moments)
     spec, knock_specs, strength, s2, eps = _converge(fit, moments, knock, centre, base_terms)
-    return _finish(fit, moments, knock, centre, base_terms, spec, knock_specs, strength, s2, eps)
+    certified = fit.spectra.certify(spec, fit.lowrank(base_terms))
+    return _finish(
+        fit, moments, knock, centre, spec, knock_specs, strength, s2, eps, certified=certified
+    )
 
 
 # ---------------------------------------------------------------------------- the first pass
@@ -468,15 +474,22 @@ def _finish(
     m: Moments,
     knock: Knockoffs,
     centre: Centre,
-    base_terms: list[Term],
     spec: Spectrum,
     knock_specs: list[Spectrum],
     strength: float,
     s2: float,
     eps: float,
+    certified: tuple[Spectrum, np.ndarray | None] | None = None,
 ) -> FitOutput:
-    """The output pass, the invariance check and its verdicts."""
+    """The output pass, the invariance check and its verdicts.
+
+    ``certified``: the original spectrum recomputed from float64 products and the image of
+    its vectors (:meth:`~mspca_dask._engine.spectra.KrylovSpectra.certify`) after float32
+    passes; it gives the reported eigenpairs, bounds and scores, while the displacements and
+    overlaps compare ``spec`` with the knockoff spectra of the same float32 products.
+    """
     n, d, K = fit.n, fit.d, fit.plan.params.n_components
+    reported, image = certified if certified is not None else (spec, None)
     edge = rmt.mp_edges(fit.c, s2)[1]
     margin = fit.plan.params.edge_margin * rmt.tracy_widom_scale(n, d, s2)
     overlaps = np.stack(
@@ -487,13 +500,13 @@ def _finish(
     )
     # only verdicts can be wrong: with no candidate NoSpikeWarning already says it all
     diagnostics = (
-        model_fit_diagnostics(spec.values, edge, margin, m.feature_var, n, d)
-        if np.any(spec.values > edge + margin)
+        model_fit_diagnostics(reported.values, edge, margin, m.feature_var, n, d)
+        if np.any(reported.values > edge + margin)
         else []
     )
     for line in diagnostics:
         warnings.warn(line, ModelFitWarning, stacklevel=3)
-    components, scores = _output(fit, centre, spec)
+    components, scores = _output(fit, centre, reported, image)
     inliers = within = None
     # (n, g) the groups found in score space; None when location="auto" found none (blind)
     # or the location was given
@@ -505,7 +518,7 @@ def _finish(
     # where nothing else guards against it: with groups found in score space it is dominated
     # by their large weights (counting it lowered true mean-shift pairs below the threshold,
     # 4 unequal clusters), and the within-group variance keeps such a spike stable instead.
-    spikes = None if groups is not None else spec.values > edge + margin
+    spikes = None if groups is not None else reported.values > edge + margin
     shift_z = shift_evidence(scores, knock.memberships, inliers, spikes=spikes)
     z_threshold = shift_z_threshold(K)
     if groups is not None:
@@ -513,7 +526,7 @@ def _finish(
         # A pair about to be kept stable as "mixed" may only carry a cluster that the
         # location step missed (one no preliminary direction separated) among the inliers:
         # look for groups left among them along it before its within-group variance decides.
-        mixed = mixed_pairs(spec.values, shift_z, z_threshold, within, edge=edge, margin=margin)
+        mixed = mixed_pairs(reported.values, shift_z, z_threshold, within, edge=edge, margin=margin)
         if np.any(mixed):
             more = residual_groups(scores[:, mixed], groups, random_state=fit.location_seed)
             if more.shape[1] > groups.shape[1]:
@@ -536,13 +549,13 @@ def _finish(
     if not np.any(check.candidate):
         warnings.warn(
             f"no eigenvalue is clearly above the Marchenko-Pastur edge {edge:.4g} (largest "
-            f"{spec.values[0]:.4g}, noise variance {s2:.4g}): there is no spike to keep or "
+            f"{reported.values[0]:.4g}, noise variance {s2:.4g}): there is no spike to keep or "
             f"remove, and the result has no stable components.",
             NoSpikeWarning,
             stacklevel=3,
         )
     return FitOutput(
-        eigenvalues=spec.values,
+        eigenvalues=reported.values,
         knockoff_eigenvalues_all=np.stack([sp.values for sp in knock_specs]),
         knockoff_match=check.matched,
         stable=check.stable,
@@ -552,7 +565,7 @@ def _finish(
         eigenvector_overlap=check.overlap,
         shift_z=shift_z,
         diagnostics="\n".join(diagnostics) or None,
-        eigenvalue_bounds=spec.bounds,
+        eigenvalue_bounds=reported.bounds,
         eigenvectors=components,
         scores=scores,
         location=centre.mu,
@@ -562,7 +575,13 @@ def _finish(
         mp_edge=edge,
         n_samples=n,
         n_features=d,
-        precision="float32" if fit.read.single_used else "float64",
+        precision=(
+            "float32-certified"
+            if certified is not None
+            else "float32"
+            if fit.read.single_used
+            else "float64"
+        ),
     )
 
 
@@ -597,10 +616,14 @@ def _feature_overlaps(
     return np.clip(np.abs(inner / norm), 0.0, 1.0)
 
 
-def _output(fit: _Run, centre: Centre, spec: Spectrum) -> tuple[np.ndarray, np.ndarray]:
-    """Components (K, d) and scores (n, K), from the basis's images or by the output pass."""
+def _output(
+    fit: _Run, centre: Centre, spec: Spectrum, image: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray]:
+    """Components (K, d) and scores (n, K), from ``image`` (``M U``, when the spectrum's
+    certificate computed it), the basis's images, or by the output pass."""
     n, U, mu = fit.n, spec.vectors, centre.mu
-    image = fit.spectra.basis_image(U)
+    if image is None:
+        image = fit.spectra.basis_image(U)
     if image is None:  # ``M U`` by the output pass
         image = fit.read("mspca-output", single=fit.spectra.use_single(), keep=U)["keep"]
     if fit.dual:

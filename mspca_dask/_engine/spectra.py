@@ -203,6 +203,10 @@ class ExactSpectra:
         """No pass before the spectrum is exact: nothing to add to the stopping history."""
         return []
 
+    def certify(self, spec: Spectrum, base: LowRank) -> tuple[Spectrum, np.ndarray | None] | None:
+        """Exact eigenvalues need no certificate."""
+        return None
+
 
 class KrylovSpectra:
     """The randomized solver: a block-Krylov basis ``Q`` with ``Z = MᵀM Q`` from the passes.
@@ -224,6 +228,10 @@ class KrylovSpectra:
         #: columns of a first block recomputed in float64 together with the second one
         self._first_block_redone = 0
         self._image_norm = 0.0  # largest ‖MᵀM v‖/n over the basis vectors v
+        #: the Krylov passes run in float32 although its rounding estimate alone would not
+        #: meet the target; the original spectrum is then certified by one float64 pass
+        #: (:meth:`certify`), and the bounds while iterating leave the rounding out
+        self.provisional = False
         self._feature_sum = np.zeros(plan.n_features)
         self._total_sumsq = 0.0
 
@@ -269,6 +277,11 @@ class KrylovSpectra:
         """
         self._feature_sum, self._total_sumsq = moments.feature_sum, moments.total_sumsq
         if not products.get("single") or self._single_holds(out["krylov"]):
+            self._absorb(products, out)
+            return
+        Z0 = out["krylov"]
+        if np.isfinite(Z0).all() and self._provisional_allowed(self._image_norm_with(Z0)):
+            self.provisional = True
             self._absorb(products, out)
             return
         self.read.single_used = False  # the float32 block is dropped: nothing else ran in it
@@ -362,10 +375,27 @@ class KrylovSpectra:
         if V.shape[1]:
             kw["krylov"] = V
             kw["krylov_images"] = self._keep_images(V.shape[1])
-        out = self.read(name, single=self.use_single(), **kw)
+        out = self.read(name, single=self._next_single(), **kw)
         if V.shape[1]:
             self._absorb(kw, out)
         return out
+
+    def _next_single(self) -> bool:
+        """Whether the next Krylov pass runs in float32; may make the passes provisional.
+
+        The rounding estimate grows with the basis's image norm: a dominant spike found after
+        the first passes can turn :meth:`use_single` down once float32 products are already
+        in the basis, whose estimated rounding then stays in every bound, above the target
+        (measured: 14 passes, to the whole space, where 6 sufficed).  Such passes go on in
+        float32 as provisional ones, certified at the end (:meth:`certify`), when
+        :meth:`_provisional_allowed`.
+        """
+        if self.use_single():
+            return True
+        if self.read.single_used and self._provisional_allowed(self._image_norm):
+            self.provisional = True
+            return True
+        return False
 
     def extend(
         self, name: str, known: list[np.ndarray], extra: list[np.ndarray] | None = None
@@ -524,19 +554,79 @@ class KrylovSpectra:
         plan, prm = self.plan, self.plan.params
         if self.read.data.M.dtype != np.float32:
             return False
+        if self.provisional:
+            return True
         if not self._total_sumsq < float(np.finfo(np.float32).max) / 16:
             return False  # float32 products of such large values could overflow
         n, d = plan.n_samples, plan.n_features
         if prm.tol is not None:
             target = prm.tol
         else:
-            xbar = self._feature_sum / n
-            spread = max(self._total_sumsq / n - float(xbar @ xbar), 0.0) / d
-            target = rmt.invariance_threshold(n, d / n, spread, prm.threshold_scale) / 10
+            target = rmt.invariance_threshold(n, d / n, self._spread(), prm.threshold_scale) / 10
         return self._rounding(float(np.finfo(np.float32).eps) / 2, image_norm) <= target / 10
 
+    def _spread(self) -> float:
+        """The average feature variance, from the first pass (an upper estimate of σ²)."""
+        n, d = self.plan.n_samples, self.plan.n_features
+        xbar = self._feature_sum / n
+        return max(self._total_sumsq / n - float(xbar @ xbar), 0.0) / d
+
+    def _provisional_allowed(self, image_norm: float) -> bool:
+        """Whether the Krylov passes may run in float32 with a float64 certificate at the end.
+
+        When :meth:`use_single` refuses float32 only because its rounding, though below the
+        noise level, is above a hundredth of the threshold ε (a spectrum whose top eigenvalue
+        is far above ε, e.g. genotypes with population structure: about 4 × 10⁵ times it),
+        float32 still finds the subspace: its errors are below the average feature
+        variance, the scale of the gaps between spikes and the bulk.  The basis is then
+        built in float32 and the original spectrum recomputed from one float64 pass over its
+        Ritz vectors (:meth:`certify`), so the reported eigenvalues, bounds and scores
+        carry no float32 rounding.  Not with ``location="auto"``, whose location image comes
+        from the basis's products and enters the operator itself; nor for data whose float32
+        rounding is above the noise (far from zero: the passes would not converge).
+        """
+        if self.plan.location.mode == "auto" or self.read.data.M.dtype != np.float32:
+            return False
+        if not self._total_sumsq < float(np.finfo(np.float32).max) / 16:
+            return False
+        unit = float(np.finfo(np.float32).eps) / 2
+        return self._rounding(unit, image_norm) <= self._spread()
+
+    def certify(self, spec: Spectrum, base: LowRank) -> tuple[Spectrum, np.ndarray | None] | None:
+        """The original spectrum from one float64 pass over its Ritz vectors, and their image.
+
+        Only after provisional float32 passes (:meth:`_provisional_allowed`); None otherwise.
+        ``U`` = the Ritz vectors (orthonormal); the pass computes ``MᵀM U`` and ``M U`` in
+        float64, and Rayleigh–Ritz on ``span(U)`` gives the eigenpairs with residual bounds
+        of float64 products (plus float64 rounding).  ``U`` holds the converged Ritz vectors,
+        so the values are those of the float32 basis less its rounding.  Returns the spectrum
+        and ``M`` applied to its vectors (m, K) (None when that is over the image budget:
+        the output pass computes it).  The knockoff spectra stay those of the float32 basis:
+        a displacement compares two Ritz values of the same products, whose rounding is
+        common to both.
+        """
+        if not self.provisional:
+            return None
+        n, k = self.plan.n_samples, spec.values.size
+        U = orthonormalize(spec.vectors)
+        keep = 8 * self.plan.m * U.shape[1] <= BASIS_IMAGE_BUDGET
+        out = self.read(f"mspca-pass-{self.read.n_passes + 1}", krylov=U, krylov_images=keep)
+        op = apply_operator(out["krylov"], U, base, n)
+        vals, coef, _res, bounds = rayleigh_ritz(U, op, k)
+        bounds = bounds + self._rounding(float(np.finfo(np.float64).eps) / 2)
+        op_vecs = op @ coef if self.plan.dual else None
+        image = out["krylov_image"] @ coef if keep else None
+        self.provisional = False  # an output pass after this one runs in float64
+        return Spectrum(vals, U @ coef, bounds, op_vecs), image
+
     def _rounding_bound(self) -> float:
-        """The rounding term added to every certified error bound."""
+        """The rounding term added to every certified error bound.
+
+        Zero while the passes are provisional: those bounds only steer the iteration, and
+        :meth:`certify` computes the reported ones from float64 products.
+        """
+        if self.provisional:
+            return 0.0
         dtype = np.float32 if self.read.single_used else np.float64
         return self._rounding(float(np.finfo(dtype).eps) / 2)
 
