@@ -596,10 +596,14 @@ class KrylovSpectra:
         """The original spectrum from one float64 pass over its Ritz vectors, and their image.
 
         Only after provisional float32 passes (:meth:`_provisional_allowed`); None otherwise.
-        ``U`` = the Ritz vectors (orthonormal); the pass computes ``MᵀM U`` and ``M U`` in
-        float64, and Rayleigh–Ritz on ``span(U)`` gives the eigenpairs with residual bounds
-        of float64 products (plus float64 rounding).  ``U`` holds the converged Ritz vectors,
-        so the values are those of the float32 basis less its rounding.  Returns the spectrum
+        ``U`` = the basis's top ``K + 2`` Ritz vectors (orthonormal); the pass computes
+        ``MᵀM U`` and ``M U`` in float64, and Rayleigh–Ritz on ``span(U)`` gives the top K
+        eigenpairs with residual bounds of float64 products (plus float64 rounding).  ``U``
+        holds the converged Ritz vectors, so the values are those of the float32 basis less
+        its rounding; the two beyond K keep the Ritz value below the K-th in view, so that
+        the refined bound of the K-th takes the same gap as on the whole basis (with K
+        vectors only it would take the gap to the one above, and could understate its
+        error: :func:`~mspca_dask._engine.linalg.rayleigh_ritz`).  Returns the spectrum
         and ``M`` applied to its vectors (m, K) (None when that is over the image budget:
         the output pass computes it).  The knockoff spectra stay those of the float32 basis:
         a displacement compares two Ritz values of the same products, whose rounding is
@@ -608,7 +612,7 @@ class KrylovSpectra:
         if not self.provisional:
             return None
         n, k = self.plan.n_samples, spec.values.size
-        U = orthonormalize(spec.vectors)
+        U = orthonormalize(self.spectrum(base, k=min(k + 2, self.Q.shape[1])).vectors)
         keep = 8 * self.plan.m * U.shape[1] <= BASIS_IMAGE_BUDGET
         out = self.read(f"mspca-pass-{self.read.n_passes + 1}", krylov=U, krylov_images=keep)
         op = apply_operator(out["krylov"], U, base, n)
