@@ -396,8 +396,7 @@ def shift_evidence(
     A = np.asarray(memberships, dtype=float)
     n, K = T.shape
     tiny = np.finfo(float).tiny
-    keep = T if inliers is None or np.count_nonzero(inliers) < 10 else T[np.asarray(inliers)]
-    v = np.maximum(keep.var(axis=0), tiny)  # (K,)
+    v = _inlier_variance(T, inliers)  # (K,)
     S = A.T @ T  # (B, K) signed s_bj
     weight2 = np.repeat((A**2).sum(axis=0)[:, None], K, axis=1)  # (B, K) Σ_s γ'_sb²
     leak, gap, gram = _leaks(T, spikes)
@@ -410,6 +409,12 @@ def shift_evidence(
         )
     se = np.sqrt(np.maximum(weight2, 0.0) * v[None, :])
     return np.median(np.abs(S) / np.maximum(se, tiny), axis=0)
+
+
+def _inlier_variance(T: np.ndarray, inliers: np.ndarray | None) -> np.ndarray:
+    """``(K,)`` score variance of the inliers (all samples when None or fewer than 10)."""
+    keep = T if inliers is None or np.count_nonzero(inliers) < 10 else T[np.asarray(inliers)]
+    return np.maximum(keep.var(axis=0), np.finfo(float).tiny)
 
 
 def _leaks(T: np.ndarray, spikes: np.ndarray | None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -524,8 +529,7 @@ def group_shift_evidence(
     if G.ndim != 2 or G.shape[0] != n:
         raise ValueError(f"groups must be (n_samples, g) = ({n}, g), got shape {G.shape}")
     tiny = np.finfo(float).tiny
-    keep = T if inliers is None or np.count_nonzero(inliers) < 10 else T[np.asarray(inliers)]
-    v = np.maximum(keep.var(axis=0), tiny)  # (K,)
+    v = _inlier_variance(T, inliers)  # (K,)
     Gc = G - G.mean(axis=0)  # (n, g) the groups against the all-ones column
     S = Gc.T @ T  # (g, K) between-group sums
     W = Gc.T @ Gc  # (g, g)

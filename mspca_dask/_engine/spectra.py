@@ -285,7 +285,7 @@ class KrylovSpectra:
             self._absorb(products, out)
             return
         self.read.single_used = False  # the float32 block is dropped: nothing else ran in it
-        V0, Z0 = products["krylov"], out["krylov"]
+        V0 = products["krylov"]
         blocks = [V0]
         if np.isfinite(Z0).all():  # else no next block: the first is recomputed alone
             V1 = orthonormalize(
@@ -552,18 +552,23 @@ class KrylovSpectra:
         see :meth:`_rounding`.
         """
         plan, prm = self.plan, self.plan.params
-        if self.read.data.M.dtype != np.float32:
+        if not self._float32_possible():
             return False
         if self.provisional:
             return True
-        if not self._total_sumsq < float(np.finfo(np.float32).max) / 16:
-            return False  # float32 products of such large values could overflow
         n, d = plan.n_samples, plan.n_features
         if prm.tol is not None:
             target = prm.tol
         else:
             target = rmt.invariance_threshold(n, d / n, self._spread(), prm.threshold_scale) / 10
         return self._rounding(float(np.finfo(np.float32).eps) / 2, image_norm) <= target / 10
+
+    def _float32_possible(self) -> bool:
+        """Float32 chunks whose products cannot overflow float32 (the data's sum of squares)."""
+        return (
+            self.read.data.M.dtype == np.float32
+            and self._total_sumsq < float(np.finfo(np.float32).max) / 16
+        )
 
     def _spread(self) -> float:
         """The average feature variance, from the first pass (an upper estimate of σ²)."""
@@ -585,9 +590,7 @@ class KrylovSpectra:
         from the basis's products and enters the operator itself; nor for data whose float32
         rounding is above the noise (far from zero: the passes would not converge).
         """
-        if self.plan.location.mode == "auto" or self.read.data.M.dtype != np.float32:
-            return False
-        if not self._total_sumsq < float(np.finfo(np.float32).max) / 16:
+        if self.plan.location.mode == "auto" or not self._float32_possible():
             return False
         unit = float(np.finfo(np.float32).eps) / 2
         return self._rounding(unit, image_norm) <= self._spread()
