@@ -7,7 +7,12 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from mspca_dask.matching import BLIND_NOTE, check_invariance, paper_rule
+from mspca_dask.matching import (
+    BLIND_NOTE,
+    check_invariance,
+    max_overlap_assignment,
+    paper_rule,
+)
 
 
 def _check(lam, knock, ov, **kw):
@@ -378,3 +383,27 @@ def test_chi2_z__is_the_normal_deviate_of_the_same_p_value():
     np.testing.assert_allclose(far[-1], 1000.0, rtol=1e-3)
     with pytest.raises(ValueError, match="dof must be at least 1, got 0"):
         chi2_z(x, 0)
+
+
+@given(
+    rows=st.integers(1, 12),
+    extra=st.integers(0, 4),
+    coarse=st.booleans(),
+    seed=st.integers(0, 2**31 - 1),
+)
+def test_max_overlap_assignment__is_a_matching_of_scipys_optimal_weight(rows, extra, coarse, seed):
+    from scipy.optimize import linear_sum_assignment
+
+    w = np.random.default_rng(seed).random((rows, rows + extra))
+    if coarse:  # many ties
+        w = np.round(w, 1)
+    r, c = max_overlap_assignment(w)
+    assert r.tolist() == list(range(rows))
+    assert len(set(c.tolist())) == rows and c.min() >= 0 and c.max() < rows + extra
+    r2, c2 = linear_sum_assignment(-w)
+    assert w[r, c].sum() == pytest.approx(w[r2, c2].sum(), abs=1e-12)
+
+
+def test_max_overlap_assignment__refuses_more_rows_than_columns():
+    with pytest.raises(ValueError, match="K <= K'"):
+        max_overlap_assignment(np.ones((3, 2)))
