@@ -31,6 +31,9 @@ class SimulateConfig:
     missing_rate: float = 0.0
     writer: str = "tskit2zarr"
     variants_chunk_size: int = 2000
+    #: Worker processes bio2zarr encodes with (0: this process).  Not part of the data: a
+    #: store written with 2 is reused by a config that asks for 0.
+    writer_processes: int = 0
 
 
 @dataclass(frozen=True)
@@ -461,6 +464,7 @@ _SIMULATE: dict[str, Callable[[Any, str], Any]] = {
     "missing_rate": _up_to(0.5),
     "writer": _one_of("tskit2zarr", "vcf2zarr"),
     "variants_chunk_size": _at_least(1),
+    "writer_processes": _at_least(0),
 }
 
 

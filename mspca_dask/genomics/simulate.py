@@ -41,7 +41,8 @@ def simulate_cohort(
         Model, populations (e.g. ``{"CEU": 200, "YRI": 20}``), region, seed, missing rate,
         and writer: ``"tskit2zarr"`` (bio2zarr's tskit converter) or ``"vcf2zarr"`` (tskit
         writes a VCF, cyvcf2 rewrites it with ``missing_rate`` of the calls set to ``./.``,
-        and bio2zarr's vcf2zarr converts it).
+        and bio2zarr's vcf2zarr converts it), encoding in ``writer_processes`` worker
+        processes (0: this one).
 
     Returns
     -------
@@ -54,6 +55,7 @@ def simulate_cohort(
 
     cfg = config or SimulateConfig()
     params = {**dataclasses.asdict(cfg), "layout": 1}
+    params.pop("writer_processes")  # how it is written, not what: not part of the cache key
     store = Path(store)
     meta_path = None if metadata is None else Path(metadata)
     if store.is_dir():
@@ -114,7 +116,7 @@ def simulate_cohort(
                 str(tmp),
                 model_mapping=ts.map_to_vcf_model(individual_names=names),
                 variants_chunk_size=cfg.variants_chunk_size,
-                worker_processes=0,
+                worker_processes=cfg.writer_processes,
             )
         else:
             n_missing = _write_vcf_with_missing_and_convert(ts, names, cfg, tmp)
@@ -189,6 +191,6 @@ def _write_vcf_with_missing_and_convert(
             [str(dirty)],
             str(out),
             variants_chunk_size=cfg.variants_chunk_size,
-            worker_processes=0,
+            worker_processes=cfg.writer_processes,
         )
     return n_missing
