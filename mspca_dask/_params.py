@@ -31,6 +31,7 @@ __all__ = [
     "PARAMETERS",
     "FitParams",
     "check_location",
+    "check_reference_samples",
     "sklearn_constraints",
     "add_arguments",
     "from_mapping",
@@ -349,6 +350,50 @@ def check_location(location: Any, n_features: int) -> tuple[str, np.ndarray | No
     if not np.all(np.isfinite(vec)):
         raise ParameterError("location contains NaN or infinite values")
     return "given", vec
+
+
+def check_reference_samples(reference: Any, n_samples: int) -> np.ndarray:
+    """The ``(n_samples,)`` mask of ``reference_samples`` given for an array source.
+
+    Parameters
+    ----------
+    reference : (n_samples,) bool array_like or integer indices
+        Samples known to be inliers.
+    n_samples : int
+
+    Raises
+    ------
+    ParameterError
+        Not a mask of ``n_samples`` entries nor integer indices in range, or fewer than 2
+        samples on either side.
+    """
+    ref = np.asarray(reference)
+    if ref.dtype == bool:
+        if ref.shape != (n_samples,):
+            raise ParameterError(
+                f"reference_samples as a boolean mask must have one entry per sample, shape "
+                f"({n_samples},) (got {ref.shape})"
+            )
+        mask = ref.copy()
+    elif ref.ndim == 1 and np.issubdtype(ref.dtype, np.integer):
+        if ref.size and (ref.min() < -n_samples or ref.max() >= n_samples):
+            raise ParameterError(
+                f"reference_samples holds sample indices outside 0 .. {n_samples - 1}"
+            )
+        mask = np.zeros(n_samples, dtype=bool)
+        mask[ref] = True
+    else:
+        raise ParameterError(
+            "reference_samples for an array source must be a boolean mask over the samples or "
+            f"integer sample indices (got dtype {ref.dtype}, shape {ref.shape}); sample ids "
+            "name samples of a genotype store only"
+        )
+    if min(int(mask.sum()), int((~mask).sum())) < 2:
+        raise ParameterError(
+            f"reference_samples selects {int(mask.sum())} of {n_samples} samples; at least 2 "
+            "must be in it and 2 outside it"
+        )
+    return mask
 
 
 def sklearn_constraints(names: Iterable[str]) -> dict[str, list[Any]]:

@@ -18,7 +18,7 @@ import numpy as np
 from ._engine.plan import READ_SECONDS_PER_BYTE, Location, make_plan
 from ._engine.run import FitOutput, run_fit
 from ._execution import Executor
-from ._params import FitParams
+from ._params import FitParams, check_reference_samples
 from ._passes import orient
 from .errors import ParameterError
 from .io import is_genotype_source, open_source
@@ -121,13 +121,18 @@ def fit(
         directory must be writable.
     overwrite : bool
         With ``out``: replace an existing mspca result there (never other data).
-    reference_samples : sequence of str or (n_samples,) bool array, optional
-        For a genotype ``source`` (the path of a VCF Zarr store, or of a PLINK fileset
-        ``x.bed`` / ``x.pgen`` / prefix ``x``): the sample ids, or a mask, of the reference
-        set whose allele frequencies centre and scale the dosages (then ``location`` must
-        stay ``"auto"``; it becomes None).  Genotype sources are QC'd and standardised as by
-        the genomics job (:mod:`mspca_dask.genomics.genotypes`; ``params["genotype_qc"]`` holds the
-        counts): samples are the observations, variants the features.
+    reference_samples : sequence of str, (n_samples,) bool array or int indices, optional
+        Samples known to be inliers (a reference population).  For a genotype ``source`` (the
+        path of a VCF Zarr store, or of a PLINK fileset ``x.bed`` / ``x.pgen`` / prefix
+        ``x``): the sample ids, or a mask, of the reference set whose allele frequencies
+        centre and scale the dosages (then ``location`` must stay ``"auto"``; it becomes
+        None).  Genotype sources are QC'd and standardised as by the genomics job
+        (:mod:`mspca_dask.genomics.genotypes`; ``params["genotype_qc"]`` holds the counts):
+        samples are the observations, variants the features.  For any other source: a mask
+        or indices, with ``location`` their centre (a vector, or None when the data are
+        centred on it).  Either way the shift evidence takes its null variance from the
+        reference samples and from the others apart, so that a displaced minority does not
+        inflate it (:func:`mspca_dask.matching.shift_evidence`).
 
     Returns
     -------
@@ -170,7 +175,7 @@ def fit(
     if out is not None:
         check_output_path(out, overwrite=overwrite, inputs=[source], what="out")
     gin = None
-    if reference_samples is not None or is_genotype_source(source, variable):
+    if is_genotype_source(source, variable):
         # Genotype stores alone need the genomics package (QC, standardised dosages); it is
         # imported here so that the core never imports it otherwise.
         from .genomics.genotypes import genotype_input
@@ -183,8 +188,10 @@ def fit(
             scheduler=scheduler,
             allow_missing_chunks=allow_missing_chunks,
         )
+    reference = None
     if gin is not None:
         source, location, variable, sample_dim = gin.data, gin.location, None, "samples"
+        reference = gin.reference
     src = open_source(
         source, variable=variable, sample_dim=sample_dim, allow_missing_chunks=allow_missing_chunks
     )
@@ -194,10 +201,17 @@ def fit(
             f"n_components must be between 1 and min(n_samples, n_features) = {min(n, d)} "
             f"(not {n_components})"
         )
+    if gin is None and reference_samples is not None:
+        reference = check_reference_samples(reference_samples, n)
     data = orient(src.data)
     read_seconds = READ_SECONDS_PER_BYTE.get(src.kind, 0.0) * src.data.nbytes
     plan = make_plan(
-        params, Location.resolve(location, d), n=n, d=d, dual=data.dual, read_seconds=read_seconds
+        params,
+        Location.resolve(location, d, reference),
+        n=n,
+        d=d,
+        dual=data.dual,
+        read_seconds=read_seconds,
     )
     # A client connected here (scheduler="tcp://...") is closed after the fit; an active or
     # handed-in Client is left open.

@@ -119,6 +119,33 @@ def test_shift_evidence__is_on_the_standard_normal_scale_under_the_null():
     assert np.mean(z >= shift_z_threshold(3)) < 0.005
 
 
+def test_shift_evidence__a_reference_lifts_the_cap_a_far_minority_puts_on_z():
+    # 20 samples in 232 displaced by 8 noise SDs: all samples' variance along the pair holds
+    # the displacement, and z stays near sqrt(n pi / (1 - pi)) = 4.7 however far they lie
+    rng = np.random.default_rng(3)
+    T = rng.standard_normal((232, 2))
+    T[200:220, 0] += 8.0
+    ref = (np.arange(232) < 200) | (np.arange(232) >= 220)
+    ones = np.ones((232, 5))
+    capped = shift_evidence(T, ones)[0]
+    lifted = shift_evidence(T, ones, reference=ref)[0]
+    assert capped < 5.5 and lifted > 2 * capped
+    assert shift_evidence(T, ones, reference=ref)[1] < 3
+
+
+def test_shift_evidence__with_a_reference_is_on_the_standard_normal_scale_under_the_null():
+    # no displacement, but the other samples twice as spread along the first pair
+    rng = np.random.default_rng(4)
+    ref = np.arange(400) < 300
+    zs = []
+    for _ in range(300):
+        T = rng.standard_normal((400, 2))
+        T[~ref, 0] *= 2.0
+        zs.append(shift_evidence(T, np.ones((400, 1)), reference=ref))
+    z2 = np.mean(np.square(zs), axis=0)
+    assert np.all((z2 > 0.75) & (z2 < 1.3))
+
+
 def test_shift_evidence__inlier_variance_sharpens_a_displaced_group():
     rng = np.random.default_rng(1)
     T = rng.standard_normal((1000, 1))

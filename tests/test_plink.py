@@ -160,9 +160,13 @@ def test_fit__genotype_store_without_reference_uses_the_default_location(
     assert mspca_dask.open_result(tmp_path / "r.zarr").params["genotype_qc"] == qc
 
 
-def test_fit__reference_samples_on_a_plain_array_is_refused() -> None:
-    with pytest.raises(mspca_dask.ParameterError, match="reference_samples applies to genotype"):
-        mspca_dask.fit(np.ones((10, 4)), n_components=2, reference_samples=[True] * 10)
+def test_fit__reference_samples_on_a_plain_array_needs_their_centre_as_location() -> None:
+    with pytest.raises(mspca_dask.ParameterError, match="give their centre as location"):
+        mspca_dask.fit(np.ones((10, 4)), n_components=2, reference_samples=[True] * 8 + [False] * 2)
+    with pytest.raises(mspca_dask.ParameterError, match="sample ids name samples of a genotype"):
+        mspca_dask.fit(np.ones((10, 4)), n_components=2, location=None, reference_samples=["a"])
+    with pytest.raises(mspca_dask.ParameterError, match="one entry per sample"):
+        mspca_dask.fit(np.ones((10, 4)), n_components=2, location=None, reference_samples=[True])
 
 
 def test_site_filters__multiallelic_non_acgt_and_duplicate_sites_are_counted_once(
@@ -244,3 +248,24 @@ def test_open_plink__a_pgen_fileset_reads_as_its_bed_twin(
     res = mspca_dask.fit(str(tmp_path / "twin"), n_components=3, random_state=0)
     ref = mspca_dask.fit(str(cohort["prefix"]) + ".bed", n_components=3, random_state=0)
     np.testing.assert_allclose(res.eigenvalues, ref.eigenvalues, rtol=1e-9)
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_fit__reference_samples_flag_a_small_far_minority_that_all_samples_variance_hides(
+    seed: int,
+) -> None:
+    # 12 of 400 samples 12 noise SDs off along one axis, a covariance spike along another,
+    # the data centred on the other 388 (location=None).  All samples' variance along the
+    # minority's eigenvector holds its displacement and caps its shift z near 3.
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((400, 100))
+    X[:12, 0] += 12.0
+    X[:, 1] += 3.0 * rng.standard_normal(400)
+    ref = np.arange(400) >= 12
+    plain = mspca_dask.fit(X, n_components=4, location=None, random_state=0)
+    with_ref = mspca_dask.fit(
+        X, n_components=4, location=None, reference_samples=ref, random_state=0
+    )
+    assert with_ref.stable.tolist() == [True, False, False, False]  # the spike, the minority
+    assert with_ref.shift_z[1] > 2 * plain.shift_z[1]
+    assert with_ref.shift_z[0] < 3.29

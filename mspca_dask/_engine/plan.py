@@ -150,16 +150,28 @@ class Location:
         ``"given"``: :attr:`vector`.
     vector : (d,) ndarray or None
         The given location (``mode="given"`` only).
+    reference : (n,) bool ndarray or None
+        Samples known to be inliers, whose centre the location is (``"none"`` or
+        ``"given"`` only): the shift evidence's null variance comes from them
+        (:func:`mspca_dask.matching.shift_evidence`).
     """
 
     mode: Literal["auto", "none", "given"]
     vector: np.ndarray | None = None
+    reference: np.ndarray | None = None
 
     @classmethod
-    def resolve(cls, location: Any, n_features: int) -> Location:
+    def resolve(
+        cls, location: Any, n_features: int, reference: np.ndarray | None = None
+    ) -> Location:
         """Check the user's ``location`` (see :func:`mspca_dask._params.check_location`)."""
         mode, vector = check_location(location, n_features)
-        return cls(mode, vector)  # type: ignore[arg-type]
+        if reference is not None and mode == "auto":
+            raise ParameterError(
+                "reference_samples marks samples known to be inliers; give their centre as "
+                "location= as well (a vector, or None when the data are already centred on it)"
+            )
+        return cls(mode, vector, reference)  # type: ignore[arg-type]
 
     def __repr__(self) -> str:
         if self.vector is None:

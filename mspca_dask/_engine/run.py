@@ -524,7 +524,9 @@ def _finish(
     # so its covariance counts it too.
     spikes = reported.values > edge + margin
     if groups is None:
-        shift_z = shift_evidence(scores, knock.memberships, inliers, spikes=spikes)
+        shift_z = shift_evidence(
+            scores, knock.memberships, inliers, spikes=spikes, reference=fit.plan.location.reference
+        )
     else:
         shift_z = group_shift_evidence(scores, groups, inliers, spikes=spikes)
     z_threshold = shift_z_threshold(K)

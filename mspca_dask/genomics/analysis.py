@@ -39,7 +39,9 @@ class Analysis:
     compaction_passes: tuple[dict[str, Any], ...] = ()
 
 
-def _fit(X: da.Array, cfg: JobConfig, location: Any, scheduler: Any) -> MSPCAResult:
+def _fit(
+    X: da.Array, cfg: JobConfig, location: Any, scheduler: Any, reference: np.ndarray | None
+) -> MSPCAResult:
     """MS-PCA of the standardised genotypes, the fit's ModelFitWarning logged.
 
     A knockoff's own spike can push the K-th eigenpair out of that knockoff's top K; the core
@@ -62,6 +64,7 @@ def _fit(X: da.Array, cfg: JobConfig, location: Any, scheduler: Any) -> MSPCARes
             X,
             n_components=K,
             location=location,
+            reference_samples=reference,
             solver=cfg.solver,
             n_knockoffs=cfg.n_knockoffs,
             random_state=cfg.seed,
@@ -158,7 +161,8 @@ def _analyse(
         cfg.n_components,
         cfg.reference_mode,
     )
-    res = _fit(X, cfg, location, scheduler)
+    reference = None if qc.reference is None else qc.reference[qc.sample_keep]
+    res = _fit(X, cfg, location, scheduler, reference)
     logger.info(
         "fit: solver %s, %d passes over the %s",
         res.params.get("solver"),
@@ -171,7 +175,7 @@ def _analyse(
     comparison = None
     if cfg.compare_all_sample_centring:
         X_all = standardize(P * p_all, scale)
-        cres = _fit(X_all, cfg, None, scheduler)
+        cres = _fit(X_all, cfg, None, scheduler, None)
         comparison = {
             "description": "the same data centred by the all-sample allele frequencies",
             "result": cres,

@@ -47,6 +47,8 @@ class GenotypeInput:
         Samples and variants per QC outcome (as in the job's ``qc_counts``).
     centre_frequency, scale : (d,) ndarray
         Frequency ``p`` whose dosage ``P p`` was subtracted, and the divisor, per kept variant.
+    reference : (n,) bool ndarray or None
+        The reference samples among those kept by QC (the rows of ``data``).
     """
 
     data: Any
@@ -54,6 +56,7 @@ class GenotypeInput:
     qc_counts: dict[str, int]
     centre_frequency: np.ndarray
     scale: np.ndarray
+    reference: np.ndarray | None = None
 
 
 def centre_and_scale(
@@ -187,4 +190,5 @@ def genotype_input(
         qc_counts=dict(qc.counts),
         centre_frequency=np.asarray(centre_p, dtype=float),
         scale=np.asarray(scale, dtype=float),
+        reference=None if qc.reference is None else qc.reference[qc.sample_keep],
     )
