@@ -227,8 +227,11 @@ def _plain_pca_scores(sim: dict[str, Any]) -> tuple[np.ndarray, dict[str, Any]]:
     p = stats.allele_frequency[keep]
     has_missing = bool((stats.n_called[keep] < vz.n_samples).any())
     t0 = time.perf_counter()
+    # a cohort's compact matrix above the default memory budget goes to a temporary store
+    spill = DATA / f"runs-{sim['tag']}"
+    spill.mkdir(exist_ok=True)
     with _compact.compact_calls(
-        vz.calls, keep, np.ones(vz.n_samples, bool), ex, has_missing=has_missing
+        vz.calls, keep, np.ones(vz.n_samples, bool), ex, has_missing=has_missing, spill_dir=spill
     ) as compact:
         X = _compact.standardized(compact, 2 * p, preprocess.patterson_scale(p))
         res = mspca_dask.fit(X, n_components=K, location=None, random_state=0)
@@ -468,6 +471,8 @@ def main(argv: list[str] | None = None) -> int:
         + f" --repeats {args.repeats}"
         + (" --profile" if args.profile else "")
         + (f" --memory-budget {args.memory_budget}" if args.memory_budget else "")
+        + (f" --exact-repeats {args.exact_repeats}" if args.exact_repeats is not None else "")
+        + (f" --name {args.name}" if args.name != "genomics_vs_plink2" else "")
         + f"`. Machine: {machine_line(meta)}",
         "",
         SHARED_NOTE,
