@@ -323,9 +323,15 @@ def _biobank_lines(est: dict[str, Any]) -> list[str]:
         "(decompression included); a fit pass multiplied "
         f"{rate['compact_entries_krylov_pass'] / 1e6:.0f} M compact-matrix entries per "
         f"core-second (Krylov; {rate['compact_entries_first_pass'] / 1e6:.0f} M in the first "
-        "pass, which also takes the statistics and the knockoff images); loading the compact "
-        f"matrix read {(rate['compact_entries_loaded'] or 0) / 1e6:.0f} M entries per "
-        "core-second.  Assumed: this cohort's kept fraction "
+        "pass, which also takes the statistics and the knockoff images); "
+        + (
+            f"loading the compact matrix read {rate['compact_entries_loaded'] / 1e6:.0f} M "
+            "entries per core-second"
+            if rate["compact_entries_loaded"]
+            else "the compact matrix was not loaded (over the memory budget: every fit pass "
+            "read it from its temporary Zarr store, and the fit rate above includes those reads)"
+        )
+        + ".  Assumed: this cohort's kept fraction "
         f"({est['kept_fraction']:.1%}: a {est['compact_bytes'] / 1e9:.0f} GB int8 compact "
         f"matrix, out of core) and pass count ({est['fit_passes']}), perfect speed-up, no "
         "network or scheduler cost.  A lower bound of the order of magnitude, not a promise:",
@@ -339,8 +345,12 @@ def _biobank_lines(est: dict[str, Any]) -> list[str]:
         f"| **total** | **{est['total_seconds'] / 60:.1f}** |",
         "",
         "Out of core, each fit pass also reads the compact matrix from the workers' disks; at "
-        "that size the reads, not the products, may set the pace (this cohort's matrix was in "
-        "memory).",
+        "that size the reads, not the products, may set the pace ("
+        + (
+            "this cohort's matrix was in memory)."
+            if rate["compact_entries_loaded"]
+            else "this cohort's matrix was read from disk by every fit pass too)."
+        ),
         "",
     ]
 
