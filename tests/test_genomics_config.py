@@ -148,3 +148,5 @@ def test_job_config__simulate_section_reads_every_field_and_checks_the_writer() 
         JobConfig.from_mapping({**raw, "simulate": bad}, base=BASE)
     with pytest.raises(ConfigError, match=r"\[simulate\] length must be a number >= 1000"):
         JobConfig.from_mapping({**raw, "simulate": {"length": 10}}, base=BASE)
+    with pytest.raises(ConfigError, match=r"\[simulate\] writer_processes"):
+        JobConfig.from_mapping({**raw, "simulate": {"writer_processes": -1}}, base=BASE)
