@@ -475,25 +475,25 @@ def shift_evidence(
     n, K = T.shape
     tiny = np.finfo(float).tiny
     S = A.T @ T  # (B, K) signed s_bj
-    leak, gap, _ = _leaks(T, spikes)
+    leak, gap, gram = _leaks(T, spikes)
     ref = None if reference is None else np.asarray(reference, dtype=bool)
+    # (memberships, their s_bj, the scores' Gram, score variance) of each side: the reference
+    # and the rest, each variance about the side's own mean; or all samples at once
+    sides = [(A, S, gram, _inlier_variance(T, inliers))]
     if inliers is None and ref is not None and min(ref.sum(), (~ref).sum()) >= 10:
-        # the reference and the rest: (rows, score variance about the side's own mean)
-        sides = [(rows, T[rows].var(axis=0)) for rows in (ref, ~ref)]
-    else:
-        sides = [(np.ones(n, dtype=bool), _inlier_variance(T, inliers))]
+        sides = []
+        for rows in (ref, ~ref):
+            Ts, As = T[rows], A[rows]
+            sides.append((As, As.T @ Ts, Ts.T @ Ts, Ts.var(axis=0)))
     var = np.zeros(S.shape)  # (B, K) SE²
-    for rows, v in sides:
-        Ts, As = T[rows], A[rows]
-        Ss = As.T @ Ts  # (B, K) this side's part of s_bj
+    for As, Ss, gram_s, v in sides:
         weight2 = np.repeat((As**2).sum(axis=0)[:, None], K, axis=1)  # Σ_s γ'_sb²
-        gram = Ts.T @ Ts
         for i in np.flatnonzero(leak.any(axis=1)):
             js = np.flatnonzero(leak[i])
             C = S[:, js] / (n * gap[i, js])  # (B, J) a_bj, from every sample's s_bj
             # Σ_s (γ'_sb + Σ_j a_bj t_sj)² = Σ γ'² + 2 Σ_j a_bj s_bj + a_bᵀ (TᵀT) a_b
             weight2[:, i] += 2 * np.sum(C * Ss[:, js], axis=1) + np.einsum(
-                "bj,jk,bk->b", C, gram[np.ix_(js, js)], C
+                "bj,jk,bk->b", C, gram_s[np.ix_(js, js)], C
             )
         var += np.maximum(weight2, 0.0) * v[None, :]
     se = np.sqrt(var)
