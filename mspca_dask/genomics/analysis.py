@@ -161,8 +161,7 @@ def _analyse(
         cfg.n_components,
         cfg.reference_mode,
     )
-    reference = None if qc.reference is None else qc.reference[qc.sample_keep]
-    res = _fit(X, cfg, location, scheduler, reference)
+    res = _fit(X, cfg, location, scheduler, qc.kept_reference)
     logger.info(
         "fit: solver %s, %d passes over the %s",
         res.params.get("solver"),

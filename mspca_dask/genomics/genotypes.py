@@ -190,5 +190,5 @@ def genotype_input(
         qc_counts=dict(qc.counts),
         centre_frequency=np.asarray(centre_p, dtype=float),
         scale=np.asarray(scale, dtype=float),
-        reference=None if qc.reference is None else qc.reference[qc.sample_keep],
+        reference=qc.kept_reference,
     )

@@ -34,6 +34,11 @@ class QCResult:
     counts: dict[str, int]
     candidates: _compact.Candidates | None = None  # rows written by the statistics pass
 
+    @property
+    def kept_reference(self) -> np.ndarray | None:
+        """``(N_kept,)`` bool: the reference among the samples QC kept (the fit's rows)."""
+        return None if self.reference is None else self.reference[self.sample_keep]
+
 
 def _statistics(
     vz: VcfZarr,
