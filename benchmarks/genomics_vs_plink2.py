@@ -208,8 +208,11 @@ def _ours(cfg: Path, out: Path) -> dict[str, Any]:
     return r
 
 
-def _plain_pca_scores(sim: dict[str, Any]) -> tuple[np.ndarray, dict[str, Any]]:
-    """Our plain PCA: QC as the job, all-sample Patterson scaling, ``location=None``."""
+def _plain_pca_scores(sim: dict[str, Any], spill: Path) -> tuple[np.ndarray, dict[str, Any]]:
+    """Our plain PCA: QC as the job, all-sample Patterson scaling, ``location=None``.
+
+    A compact matrix over the default memory budget goes to a temporary store in ``spill``.
+    """
     import mspca_dask
     from mspca_dask import genomics as gx
     from mspca_dask._execution import Executor
@@ -227,9 +230,6 @@ def _plain_pca_scores(sim: dict[str, Any]) -> tuple[np.ndarray, dict[str, Any]]:
     p = stats.allele_frequency[keep]
     has_missing = bool((stats.n_called[keep] < vz.n_samples).any())
     t0 = time.perf_counter()
-    # a cohort's compact matrix above the default memory budget goes to a temporary store
-    spill = DATA / f"runs-{sim['tag']}"
-    spill.mkdir(exist_ok=True)
     with _compact.compact_calls(
         vz.calls, keep, np.ones(vz.n_samples, bool), ex, has_missing=has_missing, spill_dir=spill
     ) as compact:
@@ -430,7 +430,7 @@ def main(argv: list[str] | None = None) -> int:
                 f"repeat {r}: {name} {res['seconds']:.1f} s, peak {res['peak_rss'] / 2**20:.0f} MiB"
             )
     profile = _profile(cfg, out) if args.profile else {"passes": [], "seconds_in_process": None}
-    scores, plain = _plain_pca_scores(sim)
+    scores, plain = _plain_pca_scores(sim, work)
     from mspca_dask import genomics as gx
 
     ids = gx.open_vcf_zarr(sim["store"]).sample_id.astype(str)
