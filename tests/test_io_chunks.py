@@ -88,17 +88,28 @@ def test_read_row_block__raises_on_a_chunk_gone_since_opening(tmp_path: Path) ->
         dec.read_row_block(0, np.empty(dec.row_block_nbytes, dtype=np.uint8))
 
 
-@pytest.mark.parametrize("sample_chunk", [30, 7])
+@pytest.mark.parametrize(
+    ("sample_chunk", "memory_budget"),
+    [
+        (30, None),  # one chunk across: each row decoded whole
+        (7, None),  # chunks across, each row of calls held while its chunks are read
+        (7, 16 * 30),  # one row of calls fits a worker, not two: read twice, chunk by chunk
+        (7, 0),
+    ],
+)
 def test_statistics_from_chunks__equals_the_pass_through_zarr(
-    tmp_path: Path, sample_chunk: int
+    tmp_path: Path, sample_chunk: int, memory_budget: int | None
 ) -> None:
     # The statistics pass on decoded chunks (reused buffers) gives the products and writes the
-    # candidate rows of the pass that reads through zarr and dask, exactly.
+    # candidate rows of the pass that reads through zarr and dask, exactly, whatever the memory
+    # budget makes it hold.
     rng = np.random.default_rng(3)
     gt = rng.choice(
         np.array([-1, 0, 1, 2], dtype=np.int8), size=(61, 30, 2), p=[0.02, 0.6, 0.35, 0.03]
     )
     gt[5:20] = rng.choice(np.array([0, 1], dtype=np.int8), size=(15, 30, 2))
+    gt[20, 3, 1] = -2  # a lower-ploidy fill among complete biallelic rows
+    gt[32:48] = 1  # a row of chunks without a candidate (all homozygous ALT)
     arr = _store(tmp_path, gt, (16, sample_chunk, 2))
     dec = ChunkDecoder.of(arr, "test", "call_genotype")
     assert dec is not None
@@ -107,7 +118,10 @@ def test_statistics_from_chunks__equals_the_pass_through_zarr(
     (tmp_path / "a").mkdir()
     (tmp_path / "b").mkdir()
     try:
-        got = da.compute(_compact.statistics_from_chunks(dec, ref, filt, tmp_path / "a"))[0]
+        budget = {} if memory_budget is None else {"memory_budget": memory_budget}
+        got = da.compute(_compact.statistics_from_chunks(dec, ref, filt, tmp_path / "a", **budget))[
+            0
+        ]
     finally:
         _compact.release_scratch()
     calls = _compact.calls_from_genotypes(da.from_zarr(arr))
@@ -120,3 +134,37 @@ def test_statistics_from_chunks__equals_the_pass_through_zarr(
         a = zarr.open_array(str(tmp_path / "a" / part), mode="r")[...]
         b = zarr.open_array(str(tmp_path / "b" / part), mode="r")[...]
         np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.parametrize("compressed", [True, False])
+def test_read_chunk__gives_each_chunk_of_a_row_cut_to_its_extent(
+    tmp_path: Path, compressed: bool
+) -> None:
+    rng = np.random.default_rng(3)
+    data = rng.integers(-2, 3, size=(23, 9, 2)).astype(np.int8)
+    arr = _store(tmp_path, data, (5, 4, 2), compressors=None if not compressed else "auto")
+    dec = ChunkDecoder.of(arr, "test", "x")
+    assert dec is not None and dec.column_spans == ((0, 4), (4, 8), (8, 9))
+    buffer = np.empty(dec.chunk_nbytes, dtype=np.uint8)
+    r0 = 0
+    for i, rows in enumerate(dec.row_blocks):
+        for j, (c0, c1) in enumerate(dec.column_spans):
+            got = dec.read_chunk(i, j, buffer)
+            np.testing.assert_array_equal(got, data[r0 : r0 + rows, c0:c1])
+            assert got.strides[-1] == 1 and got.base is not None  # a view of the buffer
+        r0 += rows
+
+
+@pytest.mark.parametrize(
+    ("shape", "chunks"),
+    [((23, 9, 2), (5, 9, 2)), ((23, 9, 2), (5, 4, 1)), ((7, 6), (7, 6))],
+)
+def test_read_chunk__refuses_layouts_without_whole_later_axes(
+    tmp_path: Path, shape: tuple[int, ...], chunks: tuple[int, ...]
+) -> None:
+    # one chunk across (read the row whole), or the ploidy axis split: no column spans
+    arr = _store(tmp_path, np.zeros(shape, dtype=np.int8), chunks)
+    dec = ChunkDecoder.of(arr, "test", "x")
+    assert dec is not None and dec.column_spans is None
+    with pytest.raises(ValueError, match="one by one"):
+        dec.read_chunk(0, 0, np.empty(dec.chunk_nbytes, dtype=np.uint8))

@@ -103,29 +103,58 @@ _DIPLOID = _diploid_table()
 def _calls_block(gt: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
     """Chunk function: ``(v, s, ploidy)`` allele indices → ``(v, s)`` int8 calls, ``-1`` missing.
 
+    With ``out`` (an int8 buffer of at least ``v·s`` entries, reused by the caller) the calls
+    are written there, as a view of it; see :func:`_calls_into`.
+    """
+    shape = gt.shape[:2]
+    if out is None:
+        target = np.empty(shape, dtype=np.int8)
+    else:
+        target = out.reshape(-1)[: shape[0] * shape[1]].reshape(shape)
+    return _calls_into(gt, target)
+
+
+def _odd_rows(gt: np.ndarray) -> np.ndarray:
+    """Rows of diploid int8 ``gt`` holding an allele other than ``0`` or ``1``.
+
+    An allele byte is ``0`` or ``1`` exactly when its bits other than the lowest are clear,
+    so the OR of a row's bytes, read two at a time, shows any other allele: one reduction
+    over half as many elements as a row's min and max.
+    """
+    if gt.strides[-1] == 1 and gt.strides[-2] == 2 and gt.size:
+        pairs = gt.view(np.uint16)[..., 0]
+        rows = np.bitwise_or.reduce(pairs.reshape(pairs.shape[0], -1), axis=1)
+        return np.flatnonzero(rows & np.uint16(0xFEFE))
+    flat = gt.reshape(gt.shape[0], -1)
+    return np.flatnonzero((flat.min(axis=1) < 0) | (flat.max(axis=1) > 1))
+
+
+def _calls_into(gt: np.ndarray, target: np.ndarray) -> np.ndarray:
+    """Write the int8 calls of ``(v, s, ploidy)`` allele indices ``gt`` into ``target``.
+
+    ``target`` is any ``(v, s)`` int8 array (a column slice of a larger one too); returned.
     Diploid int8 chunks add the two alleles, which is the call wherever both are ``0`` or
     ``1``; the few variants with another allele anywhere (a missing ``-1``, a lower-ploidy
     fill ``-2``, a second ALT allele) are redone with the lookup table (one gather per call).
     On the benchmark's 10,000 × 5,000 chunks (75 such variants) this takes 0.08 s against
     0.14 s for the table on the whole chunk.  Other ploidies and dtypes count alleles
-    directly.  All give the same calls.  With ``out`` (an int8 buffer of at least ``v·s``
-    entries, reused by the caller) diploid int8 calls are written there, as a view of it.
+    directly.  All give the same calls.
     """
     if gt.ndim == 3 and gt.shape[-1] == 2 and gt.dtype == np.int8:
-        flat = gt.reshape(gt.shape[0], -1)
-        if flat.size == 0:
-            return np.zeros(gt.shape[:2], dtype=np.int8)
-        odd = np.flatnonzero((flat.min(axis=1) < 0) | (flat.max(axis=1) > 1))
-        target = None if out is None else out[: gt.shape[0] * gt.shape[1]].reshape(gt.shape[:2])
-        calls = np.add(gt[..., 0], gt[..., 1], out=target)
+        if gt.size == 0:
+            target[...] = 0
+            return target
+        odd = _odd_rows(gt)
+        np.add(gt[..., 0], gt[..., 1], out=target)
         if len(odd):
             pairs = np.ascontiguousarray(gt[odd]).view(np.uint16)[..., 0]
-            calls[odd] = _DIPLOID[pairs]
-        return calls
+            target[odd] = _DIPLOID[pairs]
+        return target
     missing = (gt == -1).any(axis=-1)
     calls = (gt > 0).sum(axis=-1, dtype=np.int8)
     calls[missing] = -1
-    return calls
+    target[...] = calls
+    return target
 
 
 def calls_from_genotypes(call_genotype: da.Array) -> da.Array:
@@ -453,20 +482,87 @@ def _raw_statistics_block(
     ref: np.ndarray | None,
     filt: CandidateFilter,
     root: str,
+    hold_rows: bool = True,
 ) -> np.ndarray:
-    """Task function of :func:`statistics_from_chunks`: one row of raw chunks, read once.
+    """Task function of :func:`statistics_from_chunks`: one row of raw chunks.
 
-    Decodes the row into this thread's buffer, makes the calls in another, and returns a
-    one-element object array holding ``((v, k) statistics and candidate flag, (1, s) called
-    variants per sample)``; the candidate rows go to ``root/part-<row>`` as in
-    :func:`_stats_candidates_block`.
+    Returns a one-element object array holding ``((v, k) statistics and candidate flag,
+    (1, s) called variants per sample)``; the candidate rows go to ``root/part-<row>`` as in
+    :func:`_stats_candidates_block`.  Every buffer is this thread's, reused from task to task.
+
+    * One chunk across (or chunks :meth:`ChunkDecoder.read_chunk` cannot take one by one):
+      the row is decoded whole, then made into calls.
+    * Several chunks across, ``hold_rows``: each chunk is decoded in turn into a buffer of
+      one chunk and made into its columns of the row's calls (no buffer of the whole row of
+      genotypes, which is twice the calls).
+    * Several chunks across, not ``hold_rows``: the row's calls are never held.  The
+      statistics are summed chunk by chunk; then each chunk is decoded again and its
+      columns of the candidate rows written.  Memory: one chunk and its calls, whatever the
+      number of samples, for a second decompression of the row.
     """
     i = int(index[0])
-    gt = decoder.read_row_block(i, _scratch("genotypes", decoder.row_block_nbytes))
-    calls = _calls_block(gt, out=_scratch("calls", gt.shape[0] * gt.shape[1]).view(np.int8))
+    spans = decoder.column_spans
+    if spans is None:
+        gt = decoder.read_row_block(i, _scratch("genotypes", decoder.row_block_nbytes))
+        calls = _calls_block(gt, out=_scratch("calls", gt.shape[0] * gt.shape[1]).view(np.int8))
+        stats, per_sample = _stats_and_part(calls, ref, filt, root, i), _sample_stats_block(calls)
+    elif hold_rows:
+        n_rows, n_cols = decoder.row_blocks[i], spans[-1][1]
+        buf = _scratch("calls", n_rows * n_cols).view(np.int8)
+        calls = buf[: n_rows * n_cols].reshape(n_rows, n_cols)
+        for j, (c0, c1) in enumerate(spans):
+            gt = decoder.read_chunk(i, j, _scratch("chunk", decoder.chunk_nbytes))
+            _calls_into(gt, calls[:, c0:c1])
+        stats, per_sample = _stats_and_part(calls, ref, filt, root, i), _sample_stats_block(calls)
+    else:
+        stats, per_sample = _stats_and_part_by_columns(decoder, i, ref, filt, root)
     out = np.empty(1, dtype=object)
-    out[0] = (_stats_and_part(calls, ref, filt, root, i), _sample_stats_block(calls))
+    out[0] = (stats, per_sample)
     return out
+
+
+def _chunk_calls(decoder: ChunkDecoder, i: int, j: int) -> np.ndarray:
+    """The int8 calls of raw chunk ``(i, j)``, in this thread's buffers."""
+    gt = decoder.read_chunk(i, j, _scratch("chunk", decoder.chunk_nbytes))
+    buf = _scratch("chunk-calls", gt.shape[0] * gt.shape[1]).view(np.int8)
+    return _calls_block(gt, out=buf)
+
+
+def _stats_and_part_by_columns(
+    decoder: ChunkDecoder, i: int, ref: np.ndarray | None, filt: CandidateFilter, root: str
+) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`_stats_and_part` and :func:`_sample_stats_block` of row ``i``, chunk by chunk.
+
+    The per-variant statistics are integer sums, exact in float64, so their sum over the
+    chunks equals the row's.  The part has the same rows as :func:`_write_part` writes, in a
+    Zarr format 2 array chunked like the raw columns.
+    """
+    import zarr
+
+    spans = decoder.column_spans
+    assert spans is not None
+    stats: np.ndarray | None = None
+    per_sample = []
+    for j, (c0, c1) in enumerate(spans):
+        calls = _chunk_calls(decoder, i, j)
+        part = _variant_stats_block(calls, None if ref is None else ref[c0:c1])[:, 0, :]
+        stats = part if stats is None else stats + part
+        per_sample.append(_sample_stats_block(calls))
+    assert stats is not None
+    cand = filt.keep(stats[:, 0], stats[:, 1])
+    n_cand, width = int(cand.sum()), spans[0][1] - spans[0][0]
+    arr = zarr.create_array(
+        _part_path(root, i),
+        shape=(n_cand, spans[-1][1]),
+        chunks=(max(1, n_cand), width),
+        dtype=np.int8,
+        zarr_format=2,
+        overwrite=True,
+    )
+    if n_cand:
+        for j, (c0, c1) in enumerate(spans):
+            arr[:, c0:c1] = _chunk_calls(decoder, i, j)[cand]
+    return np.column_stack([stats, cand]), np.concatenate(per_sample, axis=1)
 
 
 def statistics_from_chunks(
@@ -474,13 +570,21 @@ def statistics_from_chunks(
     reference: np.ndarray | None,
     filt: CandidateFilter,
     root: str | Path,
+    *,
+    memory_budget: int = DEFAULT_MEMORY_BUDGET,
+    workers: int = 2,
 ) -> dict[str, da.Array]:
     """:func:`statistics_and_candidates` reading the raw genotype chunks straight.
 
-    One task per row of raw chunks decodes it into a buffer its thread reuses
+    One task per row of raw chunks decodes it into buffers its thread reuses
     (:class:`~mspca_dask.io.chunks.ChunkDecoder`) and makes the calls in another: no
     chunk-sized array is allocated per task.  The products are those of
     :func:`statistics_and_candidates`, equal to them exactly.
+
+    Memory: with several chunks across the samples, each task holds one decoded chunk and
+    the int8 calls of its row of chunks (rows × samples bytes) when ``workers`` such rows fit
+    ``memory_budget``; otherwise one chunk and its calls only, whatever the number of
+    samples, and each row is decompressed twice (:func:`_raw_statistics_block`).
 
     Parameters
     ----------
@@ -490,12 +594,27 @@ def statistics_from_chunks(
     filt : CandidateFilter
     root : path
         Where the candidate rows are written.
+    memory_budget : int
+        Bytes.
+    workers : int
+        Tasks that run at once.
     """
     ns = int(decoder.array.shape[1])
     ref = _checked_reference(reference, ns)
     rows = decoder.row_blocks
     nb = len(rows)
     k = 4 if ref is None else 6
+    hold_rows = max(1, workers) * decoder.chunk_shape[0] * ns <= memory_budget
+    if decoder.column_spans is not None:
+        logger.info(
+            "statistics pass: %d chunks across the samples, %s",
+            len(decoder.column_spans),
+            "each row of calls held while its chunks are read"
+            if hold_rows
+            else f"rows of calls ({decoder.chunk_shape[0] * ns / 2**20:.0f} MiB each) over the "
+            f"memory budget of {memory_budget / 2**20:.0f} MiB for {workers} workers: every "
+            "row is read chunk by chunk, twice",
+        )
     pairs = da.map_blocks(
         _raw_statistics_block,
         da.arange(nb, chunks=1),
@@ -503,6 +622,7 @@ def statistics_from_chunks(
         ref=ref,
         filt=filt,
         root=str(root),
+        hold_rows=hold_rows,
         dtype=object,
         meta=np.empty((0,), dtype=object),
     )

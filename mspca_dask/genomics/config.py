@@ -97,7 +97,7 @@ class JobConfig:
         d = dataclasses.asdict(self)
         for k in ("overwrite", "scheduler", "workers", "config_path", "output_dir", "name"):
             d.pop(k)
-        d.pop("memory_budget")  # where the compact matrix lives, not what it holds
+        d.pop("memory_budget")  # where the compact matrix lives and what a pass holds, not results
         for k in ("allow_missing_chunks", "fit_options"):  # recorded only when used, so the
             if not d[k]:  # fingerprints of jobs that do not use them stay as they were
                 d.pop(k)

@@ -45,15 +45,20 @@ def _statistics(
     samples: np.ndarray | None,
     reference: np.ndarray | None,
     candidates: tuple[_compact.CandidateFilter, Path] | None = None,
+    memory: tuple[int, int] = (_compact.DEFAULT_MEMORY_BUDGET, 2),
 ) -> dict[str, da.Array]:
     """The statistics pass's products, from the int8 calls when the store has them.
 
     With ``candidates`` (a filter and a directory), the pass also writes the rows of the
-    variants that pass the per-variant filters there (see :mod:`mspca_dask.genomics.compact`).
+    variants that pass the per-variant filters there (see :mod:`mspca_dask.genomics.compact`);
+    ``memory`` (the memory budget in bytes, the workers) bounds what that pass holds.
     """
     if vz.calls is not None and candidates is not None and samples is None:
         if vz.raw_genotypes is not None:
-            return _compact.statistics_from_chunks(vz.raw_genotypes, reference, *candidates)
+            budget, workers = memory
+            return _compact.statistics_from_chunks(
+                vz.raw_genotypes, reference, *candidates, memory_budget=budget, workers=workers
+            )
         return _compact.statistics_and_candidates(vz.calls, reference, *candidates)
     if vz.calls is not None:
         calls = vz.calls if samples is None else vz.calls[:, samples]
@@ -82,7 +87,10 @@ def run_qc(
         filt = _compact.CandidateFilter(cfg.min_maf, cfg.max_variant_missing, vz.ploidy, N)
         spill = (filt, workspace)
     try:
-        out = executor.run("genomics-statistics", _statistics(vz, None, reference, spill))
+        out = executor.run(
+            "genomics-statistics",
+            _statistics(vz, None, reference, spill, (cfg.memory_budget, cfg.workers)),
+        )
     finally:
         executor.on_workers(_compact.release_scratch)
     candidates = None

@@ -108,7 +108,59 @@ class ChunkDecoder:
         rest = math.prod(int(s) for s in self.array.shape[1:])
         return self.chunk_shape[0] * rest * itemsize
 
+    @property
+    def column_spans(self) -> tuple[tuple[int, int], ...] | None:
+        """``(start, stop)`` along axis 1 of each column of chunks, or None.
+
+        None unless the array has at least two axes, several chunks along axis 1 and one
+        along every later axis (genotypes: variants × samples × ploidy, chunked on the
+        first two): only then can :meth:`read_chunk` give a row of chunks column by column.
+        """
+        shape, chunk = self.array.shape, self.chunk_shape
+        if len(shape) < 2 or any(c < s for s, c in zip(shape[2:], chunk[2:], strict=True)):
+            return None
+        n, c = int(shape[1]), chunk[1]
+        if c <= 0 or c >= n:
+            return None
+        return tuple((c0, min(c0 + c, n)) for c0 in range(0, n, c))
+
+    @property
+    def chunk_nbytes(self) -> int:
+        """Bytes a buffer needs to hold one (full-size) chunk."""
+        return math.prod(self.chunk_shape) * np.dtype(self.array.dtype).itemsize
+
     # ------------------------------------------------------------------ reading
+    def read_chunk(self, i: int, j: int, buffer: np.ndarray) -> np.ndarray:
+        """Chunk ``(i, j, 0, ...)`` decoded into ``buffer``, cut to its extent in the array.
+
+        Only where :attr:`column_spans` is not None.
+
+        Parameters
+        ----------
+        i, j : int
+            Index of the chunk along axes 0 and 1.
+        buffer : ndarray
+            At least :attr:`chunk_nbytes` bytes, C-contiguous; reused by the caller.
+
+        Returns
+        -------
+        ndarray, shape (row_blocks[i], stop - start, *array.shape[2:])
+            A view of ``buffer`` (``start, stop = column_spans[j]``): valid until the caller
+            reuses it.  Its last axes are contiguous; it is C-contiguous unless the chunk is
+            the last, short one along axis 1.
+        """
+        spans = self.column_spans
+        if spans is None:
+            raise ValueError(f"{self.variable}: chunks along axis 1 only can be read one by one")
+        flat = buffer.view(np.uint8).reshape(-1)
+        need = self.chunk_nbytes
+        if flat.nbytes < need:
+            raise ValueError(f"buffer of {flat.nbytes} bytes for a chunk of {need}")
+        block = flat[:need].view(np.dtype(self.array.dtype)).reshape(self.chunk_shape)
+        self._decode_chunk((i, j, *([0] * (len(self.chunk_shape) - 2))), block)
+        c0, c1 = spans[j]
+        return block[: self.row_blocks[i], : c1 - c0]
+
     def _encoded(self, coords: tuple[int, ...]) -> Any:
         from zarr.core.buffer import default_buffer_prototype
         from zarr.core.sync import sync
