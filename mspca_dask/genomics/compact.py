@@ -362,22 +362,29 @@ def _part_path(root: str, index: int) -> str:
     return f"{root}/part-{index:07d}"
 
 
-def _write_part(root: str, index: int, rows: np.ndarray) -> None:
-    """Write the candidate rows of raw chunk ``index`` as one chunk of a Zarr format 2 array.
+def _create_part(root: str, index: int, shape: tuple[int, int], width: int) -> Any:
+    """The empty int8 part of raw chunk ``index``: a Zarr format 2 array, chunks of ``width``.
 
-    Format 2 with one compressor, so that :func:`_read_part` decodes it straight into the
-    array it returns (:class:`~mspca_dask.io.chunks.ChunkDecoder`).  Rewriting the same part
-    on a retry writes the same bytes.
+    Format 2 with one compressor, so that :func:`_read_part` decodes a part of one chunk
+    straight into the array it returns (:class:`~mspca_dask.io.chunks.ChunkDecoder`).
+    Rewriting the same part on a retry writes the same bytes.
     """
     import zarr
 
-    zarr.create_array(
+    return zarr.create_array(
         _part_path(root, index),
-        data=np.ascontiguousarray(rows),
-        chunks=(max(1, rows.shape[0]), max(1, rows.shape[1])),
+        shape=shape,
+        chunks=(max(1, shape[0]), max(1, width)),
+        dtype=np.int8,
         zarr_format=2,
         overwrite=True,
     )
+
+
+def _write_part(root: str, index: int, rows: np.ndarray) -> None:
+    """Write the candidate rows of raw chunk ``index`` as one chunk (:func:`_create_part`)."""
+    part = _create_part(root, index, (int(rows.shape[0]), int(rows.shape[1])), rows.shape[1])
+    part[...] = rows
 
 
 def _read_part(path: str, take: np.ndarray | None) -> np.ndarray:
@@ -534,11 +541,9 @@ def _stats_and_part_by_columns(
     """:func:`_stats_and_part` and :func:`_sample_stats_block` of row ``i``, chunk by chunk.
 
     The per-variant statistics are integer sums, exact in float64, so their sum over the
-    chunks equals the row's.  The part has the same rows as :func:`_write_part` writes, in a
-    Zarr format 2 array chunked like the raw columns.
+    chunks equals the row's.  The part has the same rows as :func:`_write_part` writes,
+    chunked like the raw columns.
     """
-    import zarr
-
     spans = decoder.column_spans
     assert spans is not None
     stats: np.ndarray | None = None
@@ -551,14 +556,7 @@ def _stats_and_part_by_columns(
     assert stats is not None
     cand = filt.keep(stats[:, 0], stats[:, 1])
     n_cand, width = int(cand.sum()), spans[0][1] - spans[0][0]
-    arr = zarr.create_array(
-        _part_path(root, i),
-        shape=(n_cand, spans[-1][1]),
-        chunks=(max(1, n_cand), width),
-        dtype=np.int8,
-        zarr_format=2,
-        overwrite=True,
-    )
+    arr = _create_part(root, i, (n_cand, spans[-1][1]), width)
     if n_cand:
         for j, (c0, c1) in enumerate(spans):
             arr[:, c0:c1] = _chunk_calls(decoder, i, j)[cand]

@@ -45,19 +45,24 @@ def _statistics(
     samples: np.ndarray | None,
     reference: np.ndarray | None,
     candidates: tuple[_compact.CandidateFilter, Path] | None = None,
-    memory: tuple[int, int] = (_compact.DEFAULT_MEMORY_BUDGET, 2),
+    *,
+    memory_budget: int = _compact.DEFAULT_MEMORY_BUDGET,
+    workers: int = 2,
 ) -> dict[str, da.Array]:
     """The statistics pass's products, from the int8 calls when the store has them.
 
     With ``candidates`` (a filter and a directory), the pass also writes the rows of the
     variants that pass the per-variant filters there (see :mod:`mspca_dask.genomics.compact`);
-    ``memory`` (the memory budget in bytes, the workers) bounds what that pass holds.
+    ``memory_budget`` (bytes) and ``workers`` bound what that pass holds.
     """
     if vz.calls is not None and candidates is not None and samples is None:
         if vz.raw_genotypes is not None:
-            budget, workers = memory
             return _compact.statistics_from_chunks(
-                vz.raw_genotypes, reference, *candidates, memory_budget=budget, workers=workers
+                vz.raw_genotypes,
+                reference,
+                *candidates,
+                memory_budget=memory_budget,
+                workers=workers,
             )
         return _compact.statistics_and_candidates(vz.calls, reference, *candidates)
     if vz.calls is not None:
@@ -89,7 +94,9 @@ def run_qc(
     try:
         out = executor.run(
             "genomics-statistics",
-            _statistics(vz, None, reference, spill, (cfg.memory_budget, cfg.workers)),
+            _statistics(
+                vz, None, reference, spill, memory_budget=cfg.memory_budget, workers=cfg.workers
+            ),
         )
     finally:
         executor.on_workers(_compact.release_scratch)

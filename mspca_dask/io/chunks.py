@@ -130,6 +130,15 @@ class ChunkDecoder:
         return math.prod(self.chunk_shape) * np.dtype(self.array.dtype).itemsize
 
     # ------------------------------------------------------------------ reading
+    def _in_buffer(self, buffer: np.ndarray, shape: tuple[int, ...], what: str) -> np.ndarray:
+        """The first bytes of ``buffer`` as a C-ordered array of ``shape`` and the array's dtype."""
+        dtype = np.dtype(self.array.dtype)
+        flat = buffer.view(np.uint8).reshape(-1)
+        need = math.prod(shape) * dtype.itemsize
+        if flat.nbytes < need:
+            raise ValueError(f"buffer of {flat.nbytes} bytes for a {what} of {need}")
+        return flat[:need].view(dtype).reshape(shape)
+
     def read_chunk(self, i: int, j: int, buffer: np.ndarray) -> np.ndarray:
         """Chunk ``(i, j, 0, ...)`` decoded into ``buffer``, cut to its extent in the array.
 
@@ -152,11 +161,7 @@ class ChunkDecoder:
         spans = self.column_spans
         if spans is None:
             raise ValueError(f"{self.variable}: chunks along axis 1 only can be read one by one")
-        flat = buffer.view(np.uint8).reshape(-1)
-        need = self.chunk_nbytes
-        if flat.nbytes < need:
-            raise ValueError(f"buffer of {flat.nbytes} bytes for a chunk of {need}")
-        block = flat[:need].view(np.dtype(self.array.dtype)).reshape(self.chunk_shape)
+        block = self._in_buffer(buffer, self.chunk_shape, "chunk")
         self._decode_chunk((i, j, *([0] * (len(self.chunk_shape) - 2))), block)
         c0, c1 = spans[j]
         return block[: self.row_blocks[i], : c1 - c0]
@@ -209,20 +214,14 @@ class ChunkDecoder:
         """
         shape = tuple(int(s) for s in self.array.shape)
         chunk = self.chunk_shape
-        dtype = np.dtype(self.array.dtype)
-        flat = buffer.view(np.uint8).reshape(-1)
-        need = self.row_block_nbytes
-        if flat.nbytes < need:
-            raise ValueError(f"buffer of {flat.nbytes} bytes for a row of {need}")
         rows = self.row_blocks[i]
         grid = [math.ceil(s / c) if c else 1 for s, c in zip(shape[1:], chunk[1:], strict=True)]
-        full = (chunk[0], *shape[1:])
-        block = flat[:need].view(dtype).reshape(full)
+        block = self._in_buffer(buffer, (chunk[0], *shape[1:]), "row")
         if all(g <= 1 for g in grid) and tuple(chunk[1:]) == tuple(shape[1:]):
             self._decode_chunk((i, *([0] * len(grid))), block)
             return block[:rows]
         # Several chunks across: each decoded into a scratch chunk, then copied into place.
-        scratch = np.empty(chunk, dtype=dtype)
+        scratch = np.empty(chunk, dtype=block.dtype)
         for rest in np.ndindex(*grid):
             self._decode_chunk((i, *rest), scratch)
             where = tuple(
