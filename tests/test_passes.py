@@ -42,3 +42,42 @@ def test_pass_graph__statistics_of_irregular_chunks_match_numpy() -> None:
     np.testing.assert_allclose(out["row_sum"], X64.sum(axis=1), rtol=1e-12)
     np.testing.assert_allclose(out["row_sumsq"], (X64**2).sum(axis=1), rtol=1e-12)
     assert out["row_nonfinite"].dtype == np.int64 and not out["col_nonfinite"].any()
+
+
+def test_pass_graph__kernels_read_each_chunk_itself_not_a_copy(monkeypatch) -> None:
+    """Dask's ``concatenate=True`` copied every chunk of ``M`` once per pass and product."""
+    import mspca_dask._passes as passes
+
+    X = np.random.default_rng(2).standard_normal((40, 5))
+    chunks = [X[:15], X[15:]]
+    # chunks handed to the graph as they are (from_array may copy its input)
+    graph = {("chunks-of-x", i, 0): c for i, c in enumerate(chunks)}
+    M = da.Array(graph, "chunks-of-x", chunks=((15, 25), (5,)), dtype=X.dtype)
+    data = orient(M, dual=False)
+    seen: list[bool] = []
+    joined = passes._joined
+
+    def spy(part):
+        out = joined(part)
+        if out.shape[1] == X.shape[1]:  # a chunk of M (not the thin operand)
+            seen.append(any(np.shares_memory(out, c) for c in chunks))
+        return out
+
+    monkeypatch.setattr(passes, "_joined", spy)
+    V = np.random.default_rng(3).standard_normal((5, 2))
+    graph = pass_graph(data, krylov=V, krylov_images=True, keep=V, stats=True)
+    out = dict(zip(graph, da.compute(*graph.values(), scheduler="sync"), strict=True))
+    assert seen and all(seen) and len(seen) == 3 * len(chunks)
+    np.testing.assert_allclose(out["krylov"], X.T @ (X @ V), rtol=1e-12)
+    np.testing.assert_allclose(out["krylov_image"], X @ V, rtol=1e-12)
+    np.testing.assert_allclose(out["keep"], X @ V, rtol=1e-12)
+    np.testing.assert_allclose(out["col_sum"], X.sum(axis=0), rtol=1e-12)
+
+
+def test_joined__unpacks_one_chunk_and_refuses_several() -> None:
+    from mspca_dask._passes import _joined
+
+    a = np.ones((2, 2))
+    assert _joined([a]) is a and _joined([[a]]) is a and _joined(a) is a
+    with pytest.raises(ValueError, match="one chunk"):
+        _joined([a, a])
