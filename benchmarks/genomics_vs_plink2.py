@@ -24,7 +24,13 @@ variance-standardised GRM uses the same scaling (its default; ``--pca`` without
 ``meanimpute`` imputes missing dosages at the mean, as we do).
 
 PLINK 2 comes from Debian's ``plink2`` package (``apt-get install plink2``); without it the
-benchmark says so and exits 0.  Results: ``benchmarks/results/genomics_vs_plink2.md`` and
+benchmark says so and exits 0.  Debian's ``plink2`` does its linear algebra in whatever
+``libblas.so.3`` / ``liblapack.so.3`` the system provides.  ``apt-get install plink2`` alone
+brings the reference BLAS (``libblas3``), with which ``--pca approx`` ran about three times
+slower on the 5,000-sample cohort than with OpenBLAS.  So install OpenBLAS too
+(``apt-get install libopenblas0-pthread``) to compare against PLINK 2 at its best; the
+results record which library PLINK 2 loaded, and the benchmark warns when it is the reference
+BLAS.  Results: ``benchmarks/results/genomics_vs_plink2.md`` and
 ``.json``.
 """
 
@@ -124,6 +130,28 @@ def _bed(sim: dict[str, Any]) -> Path:
     for ext in (".bim", ".fam", ".bed"):
         os.replace(tmp.with_suffix(ext), prefix.with_suffix(ext))
     return prefix
+
+
+def _plink_blas() -> str:
+    """The BLAS library Debian's ``plink2`` loads: its ``libblas.so.3`` as ``ldd`` resolves it.
+
+    ``/usr/bin/plink2`` is a script that runs one of several builds (by CPU flags); they all
+    link the same ``libblas.so.3``, which Debian's alternatives point at OpenBLAS or at the
+    reference BLAS.
+    """
+    exe = Path(shutil.which("plink2") or "plink2").resolve()
+    builds = [exe] if exe.read_bytes()[:4] == b"\x7fELF" else sorted(exe.parent.glob("plink2-*"))
+    for build in builds:
+        try:
+            out = subprocess.run(["ldd", str(build)], capture_output=True, text=True).stdout
+        except OSError:
+            break
+        for line in out.splitlines():
+            if "libblas.so" in line and "=>" in line:
+                path = os.path.realpath(line.split("=>", 1)[1].split("(")[0].strip())
+                kind = "OpenBLAS" if "openblas" in path.lower() else "reference BLAS"
+                return f"{kind} ({path})"
+    return "unknown (ldd found no libblas.so)"
 
 
 def _timed(cmd: list[str], env: dict[str, str] | None = None) -> dict[str, Any]:
@@ -389,6 +417,13 @@ def main(argv: list[str] | None = None) -> int:
     if shutil.which("plink2") is None:
         print("plink2 not found: install it with `apt-get install plink2`; skipping.")
         return 0
+    plink_blas = _plink_blas()
+    print(f"plink2 loads {plink_blas}")
+    if plink_blas.startswith("reference"):
+        print(
+            "warning: plink2 runs on the reference BLAS here, about 3x slower than with "
+            "OpenBLAS; `apt-get install libopenblas0-pthread` compares against PLINK 2 at its best"
+        )
     DATA.mkdir(parents=True, exist_ok=True)
     meta = machine_info()
     sim = _cohort(args.samples, args.writer_processes)
@@ -458,6 +493,7 @@ def main(argv: list[str] | None = None) -> int:
             "bed_seconds": bed_seconds,
         },
         "threads": THREADS,
+        "plink2_blas": plink_blas,
         "repeats": args.repeats,
         "memory_budget": args.memory_budget,
         "median_seconds": med,
@@ -493,7 +529,8 @@ def main(argv: list[str] | None = None) -> int:
         "chunk), PLINK 1 fileset by bed-reader's create_bed. Each tool in its own process, "
         f"{THREADS} threads, alternating (approx, ours, ours without report[, exact]) x "
         f"{args.repeats}; peak memory is "
-        "the resident set of the process tree, sampled every 20 ms.",
+        "the resident set of the process tree, sampled every 20 ms. PLINK 2's BLAS: "
+        f"{plink_blas}.",
         "",
         "| run | median wall s | runs (s) | peak memory MiB | ratio to `--pca approx` |",
         "|---|---|---|---|---|",
