@@ -81,6 +81,16 @@ _LOCAL_SCHEDULERS = ("threads", "threading", "sync", "synchronous", "single-thre
 _POLL_SECONDS = 0.5
 
 
+def _local_get(name: str) -> Any:
+    """The ``get`` function of a local scheduler's name (the name itself if dask has no such).
+
+    ``dask.compute(scheduler="threads")`` imports ``distributed`` to look for a client before
+    it maps the name to the same function (0.15 s of a threaded genomics job's single-threaded
+    start, for a client that cannot exist when ``distributed`` was never imported).
+    """
+    return getattr(dask.base, "named_schedulers", {}).get(name, name)
+
+
 def worker_timeout() -> float:
     """Seconds a pass waits for at least one worker: Dask config ``mspca.worker-timeout``."""
     return float(
@@ -328,7 +338,9 @@ class Executor:
                 values = self._run_distributed(name, arrays, optimize)
             else:
                 with self._local_progress(name), self._blas_limit(named.n_chunks):
-                    values = dask.compute(*arrays, scheduler=self._local, optimize_graph=optimize)
+                    values = dask.compute(
+                        *arrays, scheduler=_local_get(self._local), optimize_graph=optimize
+                    )
         except (ChunkReadError, SchedulerError):
             raise
         except OSError as err:

@@ -274,6 +274,18 @@ def test_executor__uses_the_local_scheduler_of_dask_config():
         assert Executor().description == "sync"
 
 
+def test_executor__local_pass_never_imports_distributed():
+    """``dask.compute(scheduler="threads")`` imports distributed to look for a client."""
+    code = (
+        "import sys, dask.array as da\n"
+        "from mspca_dask._execution import Executor\n"
+        "out = Executor('threads').run('p', {'x': da.ones(6, chunks=2).sum()})\n"
+        "print(float(out['x']), 'distributed' in sys.modules)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.split() == ["6.0", "False"]
+
+
 def test_executor__uses_the_active_client():
     with local_cluster(1) as cluster, Client(cluster) as client:
         ex = Executor()
