@@ -140,7 +140,9 @@ def _plink_blas() -> str:
     reference BLAS.
     """
     exe = Path(shutil.which("plink2") or "plink2").resolve()
-    builds = [exe] if exe.read_bytes()[:4] == b"\x7fELF" else sorted(exe.parent.glob("plink2-*"))
+    with exe.open("rb") as f:
+        is_binary = f.read(4) == b"\x7fELF"
+    builds = [exe] if is_binary else sorted(exe.parent.glob("plink2-*"))
     for build in builds:
         try:
             out = subprocess.run(["ldd", str(build)], capture_output=True, text=True).stdout
