@@ -150,9 +150,10 @@ def _plink_blas() -> str:
             break
         for line in out.splitlines():
             if "libblas.so" in line and "=>" in line:
-                path = os.path.realpath(line.split("=>", 1)[1].split("(")[0].strip())
-                kind = "OpenBLAS" if "openblas" in path.lower() else "reference BLAS"
-                return f"{kind} ({path})"
+                path = Path(os.path.realpath(line.split("=>", 1)[1].split("(")[0].strip()))
+                kind = "OpenBLAS" if "openblas" in str(path).lower() else "reference BLAS"
+                # the library's folder and name (openblas-pthread/libblas.so.3), not its path
+                return f"{kind} ({path.parent.name}/{path.name})"
     return "unknown (ldd found no libblas.so)"
 
 
