@@ -508,29 +508,43 @@ def _raw_statistics_block(
       number of samples, for a second decompression of the row.
     """
     i = int(index[0])
-    spans = decoder.column_spans
-    if spans is None:
-        gt = decoder.read_row_block(i, _scratch("genotypes", decoder.row_block_nbytes))
-        calls = _calls_block(gt, out=_scratch("calls", gt.shape[0] * gt.shape[1]).view(np.int8))
-        stats, per_sample = _stats_and_part(calls, ref, filt, root, i), _sample_stats_block(calls)
-    elif hold_rows:
-        n_rows, n_cols = decoder.row_blocks[i], spans[-1][1]
-        buf = _scratch("calls", n_rows * n_cols).view(np.int8)
-        calls = buf[: n_rows * n_cols].reshape(n_rows, n_cols)
-        for j, (c0, c1) in enumerate(spans):
-            gt = decoder.read_chunk(i, j, _scratch("chunk", decoder.chunk_nbytes))
-            _calls_into(gt, calls[:, c0:c1])
-        stats, per_sample = _stats_and_part(calls, ref, filt, root, i), _sample_stats_block(calls)
-    else:
+    if decoder.column_spans is not None and not hold_rows:
         stats, per_sample = _stats_and_part_by_columns(decoder, i, ref, filt, root)
+    else:
+        calls = _row_calls(decoder, i)
+        stats, per_sample = _stats_and_part(calls, ref, filt, root, i), _sample_stats_block(calls)
     out = np.empty(1, dtype=object)
     out[0] = (stats, per_sample)
     return out
 
 
+def _decoded_chunk(decoder: ChunkDecoder, i: int, j: int) -> np.ndarray:
+    """Raw chunk ``(i, j)`` decoded into this thread's chunk buffer."""
+    return decoder.read_chunk(i, j, _scratch("chunk", decoder.chunk_nbytes))
+
+
+def _row_calls(decoder: ChunkDecoder, i: int) -> np.ndarray:
+    """The int8 calls of row ``i`` of raw chunks, in this thread's buffers.
+
+    One chunk across (or chunks :meth:`ChunkDecoder.read_chunk` cannot take one by one): the
+    row decoded whole, then made into calls.  Several chunks across: each chunk decoded in
+    turn into a buffer of one chunk and made into its columns of the row's calls.
+    """
+    spans = decoder.column_spans
+    if spans is None:
+        gt = decoder.read_row_block(i, _scratch("genotypes", decoder.row_block_nbytes))
+        return _calls_block(gt, out=_scratch("calls", gt.shape[0] * gt.shape[1]).view(np.int8))
+    n_rows, n_cols = decoder.row_blocks[i], spans[-1][1]
+    buf = _scratch("calls", n_rows * n_cols).view(np.int8)
+    calls = buf[: n_rows * n_cols].reshape(n_rows, n_cols)
+    for j, (c0, c1) in enumerate(spans):
+        _calls_into(_decoded_chunk(decoder, i, j), calls[:, c0:c1])
+    return calls
+
+
 def _chunk_calls(decoder: ChunkDecoder, i: int, j: int) -> np.ndarray:
     """The int8 calls of raw chunk ``(i, j)``, in this thread's buffers."""
-    gt = decoder.read_chunk(i, j, _scratch("chunk", decoder.chunk_nbytes))
+    gt = _decoded_chunk(decoder, i, j)
     buf = _scratch("chunk-calls", gt.shape[0] * gt.shape[1]).view(np.int8)
     return _calls_block(gt, out=buf)
 
