@@ -359,8 +359,9 @@ def render(payload: dict[str, Any], out: Path) -> None:
             "",
             f"**The load was high during this run**: the 1-minute load average before the "
             f"runs ranged from {min(loads):.1f} to {max(loads):.1f} on {meta.get('cores')} "
-            "cores (other engineers' test suites and benchmarks ran alongside). Absolute "
-            "times are inflated; the runs alternate between methods, so read the ratios.",
+            "cores. It counts this script's own runs too; above the number of cores, other "
+            "work may have run alongside and inflated the absolute times. The runs alternate "
+            "between methods, so read the ratios.",
         ]
     md += [
         "",
