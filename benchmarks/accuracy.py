@@ -244,6 +244,31 @@ def beyond_plan(quick: bool) -> list[tuple[str, str, object]]:
                 noise_variance=1.5,
             ),
         ),
+        # held out by the session that refits the 1-D tests on every score at large n (fixed
+        # before its first run; run once): large n with no reference, heavy tails, sigma^2 != 1
+        (
+            "H5 no contamination, student-t df=5, 2 cov spikes, n=50000, d=500",
+            "held out",
+            mk(
+                50_000,
+                500,
+                covariance_spikes=(3 * np.sqrt(0.01), 2 * np.sqrt(0.01)),
+                mean_shift_weights=(),
+                noise="student-t",
+                df=5,
+            ),
+        ),
+        (
+            "H6 paper scaling n=50000, d=400, pi1=0.08, noise variance 2",
+            "held out",
+            mk(
+                50_000,
+                400,
+                mean_shift_weights=(0.08,),
+                mean_shift_strengths=(2 * 4 * np.sqrt(0.008),),
+                noise_variance=2.0,
+            ),
+        ),
     ]
     return plan
 

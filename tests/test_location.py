@@ -168,6 +168,62 @@ def test_candidate_location__large_n_fits_a_capped_subsample_and_is_reproducible
     assert abs(a.offsets[0] - T[6000:, 0].mean()) < 0.05
 
 
+def test_candidate_location__large_n_decides_on_every_score_a_cluster_the_subsample_misses():
+    # paper scaling at n = 100 000 puts a 10 % cluster 1.7 noise sd from the inliers: on the
+    # 4 000-score test subsample no mixture wins, on every score it wins by a wide margin
+    from mspca_dask.location import BIC_MARGIN, TEST_MAX_SAMPLES, mixture_evidence
+
+    n = 50_000
+    t = np.random.default_rng(3).standard_normal(n)
+    t[: n // 10] += 1.7
+    t -= t.mean()
+    sub = t[np.random.default_rng(0).choice(n, TEST_MAX_SAMPLES, replace=False)]
+    assert mixture_evidence(sub)[0] < BIC_MARGIN  # the subsample the location step draws
+    loc = candidate_location(t[:, None])
+    assert loc.methods[0] == "mixture" and loc.evidence[0] > 10 * BIC_MARGIN
+    assert abs(loc.offsets[0] - t[n // 10 :].mean()) < 0.01
+    # hard labels of overlapping components: the cluster's upper tail, few inliers
+    assert loc.groups[: n // 10, 0].mean() > 10 * loc.groups[n // 10 :, 0].mean()
+
+
+def test_candidate_location__large_n_gaussian_or_skewed_scores_get_no_group():
+    rng = np.random.default_rng(0)
+    n = 50_000
+    T = np.column_stack([rng.standard_normal(n), rng.gamma(4.0, size=n), rng.standard_t(6, n)])
+    loc = candidate_location(T - T.mean(axis=0))
+    assert loc.groups.shape == (n, 0)
+    np.testing.assert_array_equal(loc.offsets, 0.0)
+
+
+def test_johnson_su_refit__binned_all_scores_reach_the_full_maximum_likelihood():
+    from scipy import stats
+
+    from mspca_dask.location import REFIT_BINS, _johnson_su_fit, _johnson_su_refit
+
+    x = stats.johnsonsu.rvs(-1.0, 2.0, loc=0.5, scale=1.5, size=20_000, random_state=4)
+    _, start = _johnson_su_fit(x[:1000])
+    counts, edges = np.histogram(x, bins=REFIT_BINS)
+    centres = 0.5 * (edges[:-1] + edges[1:])
+    ll_refit = _johnson_su_refit(centres[counts > 0], counts[counts > 0], start)
+    ll_full, _ = _johnson_su_fit(x)  # scipy's fit on every score
+    assert ll_refit > float(np.sum(stats.johnsonsu.logpdf(x, *start)))
+    assert abs(ll_refit - ll_full) < 1.0
+
+
+def test_mixture_em__counts_weigh_values_like_repeats():
+    from mspca_dask.location import _mixture_em
+
+    rng = np.random.default_rng(6)
+    values = np.r_[rng.standard_normal(40), 3 + rng.standard_normal(10)]
+    counts = rng.integers(1, 5, values.size)
+    start = (np.array([0.0, 2.0]), np.array([0.5, 0.5]), 1.0)
+    weighted = _mixture_em(values, *start, counts=counts)
+    repeated = _mixture_em(np.repeat(values, counts), *start)
+    np.testing.assert_allclose(weighted[0], repeated[0], rtol=1e-10)
+    for a, b in zip(weighted[1:], repeated[1:], strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-8)
+
+
 def test_gaussian_mixture__recovers_three_components():
     rng = np.random.default_rng(5)
     z = rng.standard_normal(1500)
