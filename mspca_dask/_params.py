@@ -214,6 +214,17 @@ PARAMETERS: dict[str, Param] = {
             metavar="R",
         ),
         Param(
+            "min_shift_share",
+            "float",
+            "smallest share of a pair's score variance between the groups (reference and "
+            "rest, or groups found in score space) for a mean-shift verdict; 0: evidence alone",
+            low=0,
+            high=1,
+            closed="left",
+            flag="--min-shift-share",
+            metavar="ETA2",
+        ),
+        Param(
             "edge_margin",
             "float",
             "a candidate spike must exceed the bulk edge by this many Tracy-Widom units",
@@ -282,6 +293,7 @@ class FitParams:
     knockoff_factor: float = 2.0
     threshold_scale: float = 3.0
     min_overlap: float = 0.5
+    min_shift_share: float = 0.05
     edge_margin: float = 4.0
     tol: float | None = None
     max_passes: int = 40

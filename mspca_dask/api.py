@@ -41,6 +41,7 @@ def fit(
     knockoff_factor: float = 2.0,
     threshold_scale: float = 3.0,
     min_overlap: float = 0.5,
+    min_shift_share: float = 0.05,
     edge_margin: float = 4.0,
     tol: float | None = None,
     max_passes: int = 40,
@@ -92,6 +93,12 @@ def fit(
         ``paper-rule`` column there).
     min_overlap : float
         Smallest median overlap ``|⟨ũᵢ, u'ⱼ⟩|`` of a stable eigenvector with its match.
+    min_shift_share : float
+        Smallest share ``η²`` of a pair's score variance between the groups (the reference and
+        the rest, or the groups found in score space) for a mean-shift verdict; a pair below it
+        stays stable with a reason that says so.  At large ``n`` a real but slight population
+        difference along a covariance PC (1 % of its variance) is significant; this keeps it a
+        covariance PC.  0 lets the shift evidence decide alone.  Not used with a given centre.
     edge_margin : float
         A candidate spike must exceed the bulk edge by this many Tracy–Widom units.
     tol : float, optional
@@ -166,6 +173,7 @@ def fit(
         knockoff_factor=knockoff_factor,
         threshold_scale=threshold_scale,
         min_overlap=min_overlap,
+        min_shift_share=min_shift_share,
         edge_margin=edge_margin,
         tol=tol,
         max_passes=max_passes,

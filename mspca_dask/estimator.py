@@ -92,6 +92,9 @@ class MeanShiftPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstima
     min_overlap : float, default=0.5
         Smallest median overlap, in ``(0, 1]``, of a stable eigenvector with its knockoff
         match.
+    min_shift_share : float, default=0.05
+        Smallest share ``η²``, in ``[0, 1)``, of a pair's score variance between the groups
+        (reference and rest, or groups found in score space) for a mean-shift verdict.
     edge_margin : float, default=4.0
         A candidate spike must exceed the Marchenko–Pastur bulk edge by this many
         Tracy–Widom units (``>= 0``).
@@ -201,6 +204,7 @@ class MeanShiftPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstima
         knockoff_factor: float = 2.0,
         threshold_scale: float = 3.0,
         min_overlap: float = 0.5,
+        min_shift_share: float = 0.05,
         edge_margin: float = 4.0,
         tol: float | None = None,
         max_passes: int = 40,
@@ -216,6 +220,7 @@ class MeanShiftPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstima
         self.knockoff_factor = knockoff_factor
         self.threshold_scale = threshold_scale
         self.min_overlap = min_overlap
+        self.min_shift_share = min_shift_share
         self.edge_margin = edge_margin
         self.tol = tol
         self.max_passes = max_passes
@@ -306,6 +311,7 @@ class MeanShiftPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstima
             knockoff_factor=float(self.knockoff_factor),
             threshold_scale=float(self.threshold_scale),
             min_overlap=float(self.min_overlap),
+            min_shift_share=float(self.min_shift_share),
             edge_margin=float(self.edge_margin),
             tol=None if self.tol is None else float(self.tol),
             max_passes=int(self.max_passes),

@@ -37,6 +37,7 @@ __all__ = [
     "shift_z_threshold",
     "within_group_variance",
     "mixed_pairs",
+    "between_group_share",
     "model_fit_diagnostics",
 ]
 
@@ -151,6 +152,8 @@ def check_invariance(
     z_threshold: float | None = None,
     within: np.ndarray | None = None,
     blind: np.ndarray | None = None,
+    share: np.ndarray | None = None,
+    min_share: float = 0.0,
 ) -> InvarianceCheck:
     """Label the top-K eigenpairs stable (covariance) or not (mean shift or bulk).
 
@@ -198,6 +201,15 @@ def check_invariance(
         mean of their scores is then zero or a random subset's, so the shift evidence cannot
         rise, and a stable verdict only says that no displaced group was *seen*.  Their
         reasons say so.
+    share : (K,) ndarray or None
+        Share of each pair's score variance that lies between the groups
+        (:func:`between_group_share`).  With ``shift_z`` and ``z_threshold``, a pair whose
+        shift evidence reaches the threshold but whose share is below ``min_share`` stays
+        stable: its groups are displaced along it, but by a negligible part of its variance
+        (at large ``n`` a real population difference of 1 % of a covariance PC's variance
+        is significant).  Mean-shift reasons quote the share.
+    min_share : float
+        Smallest ``share`` of a mean-shift verdict, in ``[0, 1)``.
 
     Returns
     -------
@@ -239,6 +251,7 @@ def check_invariance(
     turned = overlap < min_overlap
     weak = np.zeros(K, dtype=bool)
     mixed = np.zeros(K, dtype=bool)
+    slight = np.zeros(K, dtype=bool)
     if shift_z is not None and z_threshold is not None:
         # the evidence decides: the knockoff moves pair i through s_bi alone (see
         # shift_evidence), so a threshold on |s_bi| / SE_bi is the displacement threshold
@@ -247,7 +260,10 @@ def check_invariance(
         if within is not None:
             mixed = mixed_pairs(lam, shift_z, z_threshold, within, edge=edge, margin=margin)
             shifted &= ~mixed
-        weak = ~shifted & (moved | turned)
+        if share is not None:
+            slight = shifted & (np.asarray(share, dtype=float) < min_share)
+            shifted &= ~slight
+        weak = ~shifted & ~slight & (moved | turned)
         moved = shifted & (moved | ~turned)
         turned = shifted & ~moved
     stable = candidate & ~moved & ~turned
@@ -260,9 +276,14 @@ def check_invariance(
                 f"by the margin {margin:.3g}"
             )
         elif moved[i] and shift_z is not None and z_threshold is not None:
+            between = (
+                ""
+                if share is None
+                else f", {float(share[i]):.1%} of its variance between the groups"
+            )
             reasons[i] = (
-                f"mean shift: shift evidence z = {float(shift_z[i]):.3g} >= {z_threshold:.2f}; "
-                f"eigenvalue moved {displacement[i]:.3g} (threshold {threshold:.3g}), "
+                f"mean shift: shift evidence z = {float(shift_z[i]):.3g} >= {z_threshold:.2f}"
+                f"{between}; eigenvalue moved {displacement[i]:.3g} (threshold {threshold:.3g}), "
                 f"eigenvector overlap {overlap[i]:.3f} ({knock_txt})"
             )
         elif moved[i]:
@@ -282,6 +303,13 @@ def check_invariance(
                 f"{float(shift_z[i]):.3g}) but its variance within the groups, "
                 f"{float(within[i]):.4g}, is still a spike: a covariance spike mixed with a "
                 f"mean shift"
+            )
+        elif slight[i]:
+            assert shift_z is not None and share is not None
+            reasons[i] = (
+                f"stable: groups are displaced along it (shift evidence z = "
+                f"{float(shift_z[i]):.3g}) but only {float(share[i]):.2%} of its variance lies "
+                f"between them (< {min_share:.0%}): a covariance spike carrying a slight shift"
             )
         elif weak[i]:
             reasons[i] = (
@@ -306,6 +334,45 @@ def check_invariance(
         reasons=reasons,
         shift_z=None if shift_z is None else np.asarray(shift_z, dtype=float),
     )
+
+
+def between_group_share(scores: np.ndarray, labels: np.ndarray) -> np.ndarray:
+    """Share of each column's variance that lies between the labelled groups (η²).
+
+    ``η²_i = Σ_g n_g (t̄_gi − t̄_i)² / Σ_s (t_si − t̄_i)²``, the between-group sum of squares
+    of a one-way analysis of variance over the total: 1 when the groups are points, 0 when
+    their means agree.
+
+    Parameters
+    ----------
+    scores : (n_samples, K) ndarray
+    labels : (n_samples,) int ndarray
+        Group of each sample (``0 .. g − 1``).
+
+    Returns
+    -------
+    share : (K,) ndarray
+        In ``[0, 1]``; 0 along a column with no variance.
+
+    Examples
+    --------
+    >>> t = np.array([[0.0, 1.0], [2.0, -1.0], [10.0, 1.0], [12.0, -1.0]])
+    >>> between_group_share(t, np.array([0, 0, 1, 1])).round(3).tolist()
+    [0.962, 0.0]
+    """
+    T = np.asarray(scores, dtype=float)
+    lab = np.asarray(labels).astype(np.intp).ravel()
+    if lab.shape != (T.shape[0],):
+        raise ValueError(f"labels must be ({T.shape[0]},), got shape {np.shape(labels)}")
+    dev = T - T.mean(axis=0)
+    count = np.bincount(lab).astype(float)
+    sums = np.zeros((count.size, T.shape[1]))
+    np.add.at(sums, lab, dev)
+    held = count > 0
+    between = np.sum(sums[held] ** 2 / count[held, None], axis=0)
+    total = np.sum(dev**2, axis=0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(total > 0, np.clip(between / total, 0.0, 1.0), 0.0)
 
 
 def mixed_pairs(

@@ -166,6 +166,7 @@ def test_get_params_set_params():
         "knockoff_factor": 2.0,
         "threshold_scale": 3.0,
         "min_overlap": 0.5,
+        "min_shift_share": 0.05,
         "edge_margin": 4.0,
         "tol": None,
         "max_passes": 40,

@@ -434,3 +434,39 @@ def test_max_overlap_assignment__is_a_matching_of_scipys_optimal_weight(rows, ex
 def test_max_overlap_assignment__refuses_more_rows_than_columns():
     with pytest.raises(ValueError, match="K <= K'"):
         max_overlap_assignment(np.ones((3, 2)))
+
+
+def test_check_invariance__a_significant_shift_holding_a_slight_share_stays_stable():
+    lam = np.array([6.0, 4.5])
+    knock = np.array([[6.0, 4.5, 3.0]])
+    ov = np.array([[[1.0, 0, 0], [0, 1.0, 0]]])
+    args = {"threshold": 0.05, "edge": 3.8, "margin": 0.1, "min_overlap": 0.5, "z_threshold": 3.3}
+    z = np.array([20.0, 6.0])
+    share = np.array([0.9, 0.01])
+    res = check_invariance(lam, knock, ov, shift_z=z, share=share, min_share=0.05, **args)
+    assert res.stable.tolist() == [False, True]
+    assert "1.00% of its variance" in res.reasons[1] and "slight shift" in res.reasons[1]
+    assert "90.0% of its variance between the groups" in res.reasons[0]
+    # min_share = 0: the evidence decides alone, as without a share
+    alone = check_invariance(lam, knock, ov, shift_z=z, share=share, min_share=0.0, **args)
+    assert alone.stable.tolist() == [False, False]
+
+
+@given(
+    st.integers(2, 5),
+    st.integers(0, 2**31 - 1),
+    st.floats(-50, 50),
+)
+def test_between_group_share__is_one_minus_the_within_share_and_ignores_the_centre(g, seed, c):
+    from mspca_dask.matching import between_group_share
+
+    rng = np.random.default_rng(seed)
+    labels = np.r_[np.arange(g), rng.integers(0, g, 60)]
+    T = rng.standard_normal((labels.size, 3)) + rng.normal(0, 3, (g, 3))[labels]
+    share = between_group_share(T, labels)
+    cells = [T[labels == k] for k in range(g)]
+    within = sum(((c - c.mean(axis=0)) ** 2).sum(axis=0) for c in cells)
+    total = ((T - T.mean(axis=0)) ** 2).sum(axis=0)
+    np.testing.assert_allclose(share, 1 - within / total, atol=1e-10)
+    np.testing.assert_allclose(between_group_share(T + c, labels), share, atol=1e-10)
+    assert np.all((share >= 0) & (share <= 1))

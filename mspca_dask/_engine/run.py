@@ -35,6 +35,7 @@ from .. import rmt
 from ..errors import ConvergenceWarning, InputError, ModelFitWarning, NonFiniteError, NoSpikeWarning
 from ..location import CandidateLocation, candidate_location, residual_groups
 from ..matching import (
+    between_group_share,
     check_invariance,
     group_shift_evidence,
     mixed_pairs,
@@ -540,6 +541,15 @@ def _finish(
             more = residual_groups(scores[:, mixed], groups, random_state=fit.location_seed)
             if more.shape[1] > groups.shape[1]:
                 within = within_group_variance(scores, more)
+    # the share of each pair's variance between the groups: those found in score space, or
+    # the reference and the rest; none with a given centre (no groups to compare)
+    labels = None
+    reference = fit.plan.location.reference
+    if groups is not None and inliers is not None:
+        labels = np.where(inliers, 0, 1 + np.argmax(groups > 0, axis=1))
+    elif reference is not None:
+        labels = (~np.asarray(reference, dtype=bool)).astype(np.intp)
+    share = None if labels is None else between_group_share(scores, labels)
     check = check_invariance(
         spec.values,
         np.stack([sp.values for sp in knock_specs]),
@@ -554,6 +564,8 @@ def _finish(
         # location="auto" found no second group along any candidate: the location is the
         # sample mean along every pair, where no membership can displace the scores
         blind=np.ones(K, dtype=bool) if blind else None,
+        share=share,
+        min_share=fit.plan.params.min_shift_share,
     )
     if not np.any(check.candidate):
         warnings.warn(
