@@ -488,13 +488,15 @@ def test_reference_group_evidence__is_calibrated_with_groups_far_more_spread_tha
 
 def test_fit__reference_populations_on_opposite_sides_of_it_no_longer_cancel():
     # 200 samples 5 sd on one side of the reference along v, 200 on the other: their sum is
-    # 0, so the evidence summed over every non-reference sample read about 0
+    # 0, so the evidence summed over every non-reference sample read about 0.  Along another
+    # direction the 400 are 8 times as spread as the reference but not displaced: stable
     rng = np.random.default_rng(9)
     n, d = 2000, 100
     v = np.eye(d)[1]
     X = rng.standard_normal((n, d))
     X[1600:1800] += 5.0 * v
     X[1800:] -= 5.0 * v
+    X[1600:, 2] *= 8.0  # the rest far more spread along a covariance direction, not displaced
     ref = np.arange(n) < 1600
     res = mspca_dask.fit(
         X, n_components=3, location=X[ref].mean(axis=0), reference_samples=ref, solver="exact"
