@@ -297,21 +297,22 @@ def check_invariance(
                 f"mean shift: eigenvector turned, overlap {overlap[i]:.3f} < {min_overlap:.3g} "
                 f"({knock_txt}); eigenvalue moved {displacement[i]:.3g}"
             )
-        elif mixed[i]:
-            assert shift_z is not None and within is not None
-            reasons[i] = (
-                f"stable: groups are displaced along it (shift evidence z = "
-                f"{float(shift_z[i]):.3g}) but its variance within the groups, "
-                f"{float(within[i]):.4g}, is still a spike: a covariance spike mixed with a "
-                f"mean shift"
-            )
-        elif slight[i]:
-            assert shift_z is not None and share is not None
-            reasons[i] = (
-                f"stable: groups are displaced along it (shift evidence z = "
-                f"{float(shift_z[i]):.3g}) but only {float(share[i]):.2%} of its variance lies "
-                f"between them (< {min_share:.0%}): a covariance spike carrying a slight shift"
-            )
+        elif mixed[i] or slight[i]:
+            assert shift_z is not None
+            z_txt = f"{float(shift_z[i]):.3g}"
+            displaced = f"stable: groups are displaced along it (shift evidence z = {z_txt}) but "
+            if mixed[i]:
+                assert within is not None
+                reasons[i] = displaced + (
+                    f"its variance within the groups, {float(within[i]):.4g}, is still a "
+                    f"spike: a covariance spike mixed with a mean shift"
+                )
+            else:
+                assert share is not None
+                reasons[i] = displaced + (
+                    f"only {float(share[i]):.2%} of its variance lies between them "
+                    f"(< {min_share:.0%}): a covariance spike carrying a slight shift"
+                )
         elif weak[i]:
             reasons[i] = (
                 f"stable: the knockoff moved it {displacement[i]:.3g} (threshold "
