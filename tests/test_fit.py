@@ -829,3 +829,25 @@ def test_fit__reference_a_slight_real_shift_along_a_covariance_pc_stays_stable()
     assert "slight shift" in res.reasons[np.argmax(along[:, 0])]
     strict = mspca_dask.fit(X, min_shift_share=0.0, **kw)
     assert (strict.candidate & ~strict.stable)[np.argmax(along[:, 0])]
+
+
+def test_reference_share__counts_populations_on_both_sides_of_the_reference():
+    # along pair 0, A (+2 sd) and B (-1.8 sd) lie on both sides of the reference: under 1 %
+    # of its variance lies between the reference and the rest; A and B separate along pair 1
+    # (another population axis), and between the reference, A and B lies most of it
+    from mspca_dask._engine.run import _reference_share
+    from mspca_dask.matching import between_group_share
+
+    rng = np.random.default_rng(11)
+    T = rng.standard_normal((30_000, 2))
+    T[10_000:20_000] += [2.0, 6.0]
+    T[20_000:] -= [1.8, 0.0]
+    ref = np.arange(30_000) < 10_000
+    coarse = between_group_share(T, (~ref).astype(int))
+    assert coarse[0] < 0.01
+    short = np.array([True, False])
+    share = _reference_share(T, ref, np.array([True, True]), coarse, short)
+    assert share[0] > 0.5 and share[1] == coarse[1]
+    # nothing short of the share: nothing is fitted and nothing changes
+    same = _reference_share(T, ref, np.array([True, True]), coarse, np.zeros(2, bool))
+    np.testing.assert_array_equal(same, coarse)
