@@ -274,9 +274,18 @@ def density_groups(t: np.ndarray, *, min_weight: float = MIN_DENSITY_WEIGHT) -> 
     return cuts_arr if cuts_arr.size else None
 
 
-def _normal_loglik(t: np.ndarray) -> float:
-    var = max(float(np.var(t)), 1e-300)
-    return float(-0.5 * t.size * (np.log(2 * np.pi * var) + 1))
+def _variance(t: np.ndarray, counts: np.ndarray | None = None) -> float:
+    """Variance of ``t``, or of the values ``t`` seen ``counts`` times (a histogram's centres)."""
+    if counts is None:
+        return float(np.var(t))
+    m = counts.sum()
+    return float(counts @ (t - (counts @ t) / m) ** 2 / m)
+
+
+def _normal_loglik(t: np.ndarray, counts: np.ndarray | None = None) -> float:
+    var = max(_variance(t, counts), 1e-300)
+    m = t.size if counts is None else float(counts.sum())
+    return float(-0.5 * m * (np.log(2 * np.pi * var) + 1))
 
 
 def two_gaussians(t: np.ndarray, *, n_iter: int = 200) -> tuple[float, np.ndarray, float, float]:
@@ -306,10 +315,6 @@ def _johnson_su_fit(t: np.ndarray) -> tuple[float, tuple[float, ...] | None]:
         except (ValueError, RuntimeError, FloatingPointError):
             return -np.inf, None
     return (ll, params) if np.isfinite(ll) else (-np.inf, None)
-
-
-def _johnson_su_loglik(t: np.ndarray) -> float:
-    return _johnson_su_fit(t)[0]
 
 
 def _johnson_su_refit(x: np.ndarray, counts: np.ndarray, start: tuple[float, ...]) -> float:
@@ -424,9 +429,9 @@ def _mixture_em(
 
     With ``counts``, ``t`` holds distinct values seen ``counts`` times (a histogram's centres).
     """
+    floor = 1e-12 * max(_variance(t, counts), 1e-300)
     c = np.ones(t.size) if counts is None else np.asarray(counts, dtype=float)
     m = c.sum()
-    floor = 1e-12 * max(float(c @ (t - (c @ t) / m) ** 2 / m), 1e-300)
     mu, w, var = np.array(mu, dtype=float), np.array(w, dtype=float), max(float(var), floor)
     ll_old = -np.inf
     ll = -np.inf
@@ -469,8 +474,7 @@ def _best_mixture(
         m = int(c.sum())
         fits = {k: _mixture_em(x, mu, w, var, counts=c) for k, (_, mu, w, var) in fits.items()}
         ll_jsu = _johnson_su_refit(x, c, jsu) if jsu is not None else -np.inf
-        mean = (c @ x) / m
-        ll_gauss = float(-0.5 * m * (np.log(2 * np.pi * max(c @ (x - mean) ** 2 / m, 1e-300)) + 1))
+        ll_gauss = _normal_loglik(x, c)
     bic_gauss = -2 * ll_gauss + 2 * np.log(m)
     bic_jsu = -2 * ll_jsu + 4 * np.log(m)
     unimodal = min(bic_gauss, bic_jsu)

@@ -263,7 +263,7 @@ def check_invariance(
         if share is not None:
             slight = shifted & (np.asarray(share, dtype=float) < min_share)
             shifted &= ~slight
-        weak = ~shifted & ~slight & (moved | turned)
+        weak = ~shifted & (moved | turned)
         moved = shifted & (moved | ~turned)
         turned = shifted & ~moved
     stable = candidate & ~moved & ~turned

@@ -543,16 +543,15 @@ def _finish(
                 within = within_group_variance(scores, more)
     # the share of each pair's variance between the groups: those found in score space, or
     # the reference and the rest; none with a given centre (no groups to compare)
-    labels = None
+    share = None
     reference = fit.plan.location.reference
     if groups is not None and inliers is not None:
-        labels = np.where(inliers, 0, 1 + np.argmax(groups > 0, axis=1))
+        share = between_group_share(scores, np.where(inliers, 0, 1 + np.argmax(groups > 0, axis=1)))
     elif reference is not None:
-        labels = (~np.asarray(reference, dtype=bool)).astype(np.intp)
-    share = None if labels is None else between_group_share(scores, labels)
-    if groups is None and reference is not None and share is not None:
+        ref = np.asarray(reference, dtype=bool)
+        share = between_group_share(scores, (~ref).astype(np.intp))
         short = spikes & (shift_z >= z_threshold) & (share < fit.plan.params.min_shift_share)
-        share = _reference_share(scores, np.asarray(reference, dtype=bool), spikes, share, short)
+        share = _reference_share(scores, ref, spikes, share, short)
     check = check_invariance(
         spec.values,
         np.stack([sp.values for sp in knock_specs]),
@@ -633,14 +632,9 @@ def _reference_share(
         return share
     share = share.copy()
     pairs = np.flatnonzero(spikes)
-    # the groups the non-reference samples form along each pair (1-D tests of the location
-    # step), and each pair's share over the reference and the groups found along the *other*
-    # pairs: populations on both sides of the reference hide from the reference/rest split
-    # (1000 Genomes Europeans, CEU reference: the TSI axis held 2 % of its variance between
-    # CEU and the rest, about 60 % between the labelled populations)
-    along = {
-        j: residual_groups(scores[rest][:, [j]], np.zeros((int(rest.sum()), 0))) for j in pairs
-    }
+    T = scores[rest]
+    none = np.zeros((T.shape[0], 0))
+    along = {j: residual_groups(T[:, [j]], none) for j in pairs}  # each pair's groups
     for i in np.flatnonzero(short):
         others = [along[j] for j in pairs if j != i and along[j].shape[1]]
         if others:
