@@ -240,6 +240,12 @@ class Executor:
         return self._client is not None
 
     @property
+    def shares_memory(self) -> bool:
+        """Whether a pass's tasks run in this process (a local threaded or synchronous
+        scheduler), so that an object they change is seen here, not a copy of it."""
+        return self._client is None and self._local != "processes"
+
+    @property
     def dashboard_link(self) -> str | None:
         """The Dask dashboard of the cluster, or None (local scheduler, or no dashboard)."""
         if self._client is None:

@@ -46,6 +46,35 @@ def test_calls_from_genotypes__equal_the_float_dosages_with_minus_one_for_missin
     np.testing.assert_array_equal(calls[calls >= 0], ref[~np.isnan(ref)])
 
 
+@pytest.mark.parametrize(
+    ("values", "n_samples"),
+    [
+        ((-1, 0, 1, 2), 16_383),  # the largest int16 sum of the squares' two-bits
+        ((0, 1, 2), 16_384),  # one more sample: int32 sums
+        ((-1, 0, 1, 2), 70_000),
+        ((0, 1), 33),
+        ((-1, 0, 1, 2, 3, 4), 8_191),  # tetraploid: squared, int16 up to 2¹⁵ / 16
+        ((0, 1, 2, 3, 4), 8_192),
+        ((2,), 16_383),  # every call at the largest value
+    ],
+)
+def test_variant_statistics__exact_in_every_accumulator_and_call_range(
+    values: tuple[int, ...], n_samples: int
+) -> None:
+    rng = np.random.default_rng(n_samples)
+    calls = rng.choice(np.array(values, dtype=np.int8), size=(5, n_samples))
+    calls[0] = max(values)  # the largest sums the accumulator must hold
+    ref = rng.random(n_samples) < 0.7
+    wide = calls.astype(np.int64)
+    called = wide >= 0
+    for reference in (None, ref, ~ref):
+        got = _compact._variant_stats_block(calls, reference)[:, 0, :]
+        expected = [(wide * called).sum(1), called.sum(1), (wide**2 * called).sum(1)]
+        if reference is not None:
+            expected += [(wide * called)[:, reference].sum(1), called[:, reference].sum(1)]
+        np.testing.assert_array_equal(got, np.stack(expected, axis=1))
+
+
 @pytest.mark.parametrize("with_reference", [False, True])
 def test_call_statistics__equal_the_float_statistics_pass(with_reference: bool) -> None:
     rng = np.random.default_rng(1)
@@ -203,6 +232,51 @@ def test_statistics_and_candidates__writes_the_rows_that_pass_the_filters(tmp_pa
     np.testing.assert_array_equal(spilled.calls.compute(), calls.compute()[keep])
     # a kept variant that is not a candidate: the raw store must be read again
     assert _compact.compact_from_parts(cand, ~expected, Executor("sync"), has_missing=True) is None
+
+
+@pytest.mark.parametrize("memory_budget", [10**6, 0])
+def test_statistics_and_candidates__holds_the_parts_that_fit_and_writes_the_rest(
+    tmp_path: Path, memory_budget: int
+) -> None:
+    rng = np.random.default_rng(6)
+    gt = _random_genotypes(rng, 64, 25)
+    calls = _compact.calls_from_genotypes(da.from_array(gt, chunks=(16, 25, 2)))
+    filt = _compact.CandidateFilter(min_maf=0.1, max_missing=0.08, ploidy=2, n_samples=25)
+    full = calls.compute()
+    per_part = [
+        int(filt.keep(*_compact._variant_stats_block(full[r : r + 16], None)[:, 0, :2].T).sum())
+        for r in range(0, 64, 16)
+    ]
+    assert min(per_part[:2]) > 0
+    budget = (per_part[0] + per_part[1]) * 25  # room for about half of the parts
+    held = _compact.HeldParts(budget)
+    out = _compact.statistics_and_candidates(calls, None, filt, tmp_path, held)["candidate"]
+    candidate = out.compute(scheduler="sync")
+    kept_here = {i for i in range(4) if held.get(i) is not None}
+    on_disk = {int(p.name.split("-")[1]) for p in tmp_path.iterdir()}
+    assert kept_here.isdisjoint(on_disk) and kept_here | on_disk == {0, 1, 2, 3}
+    assert on_disk and kept_here and 0 < held.nbytes <= budget
+    cand = _compact.Candidates(tmp_path, candidate, calls.chunks[0], 25, held)
+    keep = candidate & (rng.random(64) < 0.7)
+    compact = _compact.compact_from_parts(
+        cand, keep, Executor("sync"), has_missing=True, memory_budget=memory_budget
+    )
+    assert compact is not None and compact.where == ("memory" if memory_budget else "zarr")
+    assert held.nbytes == 0  # emptied: the matrix holds the rows now, or the disk does
+    np.testing.assert_array_equal(compact.calls.compute(), full[keep])
+    if not memory_budget:  # over the budget every part is read from disk, held ones written
+        assert len(list(tmp_path.iterdir())) == 4
+
+
+def test_held_parts__keep_within_the_budget_and_replace_a_retried_part() -> None:
+    held = _compact.HeldParts(100)
+    assert held.put(0, np.zeros((4, 20), dtype=np.int8))
+    assert not held.put(1, np.zeros((2, 11), dtype=np.int8))  # 80 + 22 > 100
+    assert held.put(0, np.ones((4, 20), dtype=np.int8))  # a retry replaces, not adds
+    assert held.nbytes == 80 and held.get(1) is None
+    np.testing.assert_array_equal(held.get(0), 1)
+    held.clear()
+    assert held.nbytes == 0 and held.get(0) is None
 
 
 def test_compact_calls__raises_over_the_budget_without_a_directory() -> None:
