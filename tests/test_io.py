@@ -537,6 +537,40 @@ def test_write_dataset_atomic__round_trip_and_complete_flag(tmp_path, result, za
     assert all(v._in_memory for v in back.variables.values())
 
 
+@pytest.mark.parametrize("zarr_format", [3, 2])
+def test_write_dataset_atomic__strings_in_whole_chunks_without_a_scan_per_string(
+    tmp_path, zarr_format, monkeypatch
+):
+    """Strings from ``str_objects`` are written as they are, each in as few chunks as allowed.
+
+    xarray scans a plain object array element by element (``_infer_dtype``) before writing
+    it; an array with the string dtype ``str_objects`` gives is known to hold ``str``.
+    """
+    import xarray.backends.common as xr_common
+
+    alleles = writing.str_objects(np.array([["A", "T"], ["GG", ""], ["C", "A"]] * 100))
+    assert alleles.dtype == object and alleles.dtype.metadata == {"element_type": str}
+    ds = xr.Dataset(
+        {
+            "allele": (("variant", "allele_index"), alleles),
+            "contig": (("variant",), writing.str_objects(np.array(["chr1", "chr2"] * 150))),
+        }
+    )
+
+    def no_scan(*args, **kwargs):
+        raise AssertionError("xarray scanned a string array element by element")
+
+    monkeypatch.setattr(xr_common, "_infer_dtype", no_scan)
+    monkeypatch.setattr(writing, "STRING_CHUNK_ROWS", 128)
+    path = tmp_path / "strings.zarr"
+    io.write_dataset_atomic(ds, path, zarr_format=zarr_format)
+    group = zarr.open_group(str(path), mode="r")
+    assert group["allele"].chunks == (128, 2) and group["contig"].chunks == (128,)
+    back = io.open_dataset_checked(path)
+    assert back["allele"].values.tolist() == alleles.tolist()
+    assert back["contig"].values.tolist() == ["chr1", "chr2"] * 150
+
+
 def test_write_dataset_atomic__file_url(tmp_path, result):
     out = io.write_dataset_atomic(result, f"file://{tmp_path}/r.zarr")
     assert out == str(tmp_path / "r.zarr")

@@ -156,9 +156,16 @@ def open_dataset_checked(
     return _strings_as_objects(ds, strings)
 
 
+#: The object dtype of an array known to hold only ``str``: xarray's variable-length string
+#: dtype (``xarray.coding.strings.create_vlen_dtype(str)``), equal to ``object``.  xarray
+#: writes such an array as it is; a plain object array it first scans element by element
+#: for missing values and types (0.5 s for a genomics result's 626k × 4 allele strings).
+STR_OBJECT = np.dtype(object, metadata={"element_type": str})
+
+
 def str_objects(values: Any) -> np.ndarray:
     """An object array of Python ``str`` from any string array (StringDType, fixed width,
-    bytes, or objects), of the same shape.
+    bytes, or objects), of the same shape, with the dtype :data:`STR_OBJECT`.
 
     NumPy's casts convert where the dtype says what the elements are; element by element
     only for object arrays holding something other than ``str`` (bytes are decoded as UTF-8,
@@ -171,14 +178,15 @@ def str_objects(values: Any) -> np.ndarray:
     """
     arr = np.asarray(values)
     if arr.dtype.kind == "S":
-        return np.char.decode(arr, "utf-8").astype(object)
-    if arr.dtype.kind in "UT":  # fixed width or StringDType: NumPy makes the str objects
-        return arr.astype(object)
-    flat = arr.ravel()
-    if arr.dtype.kind == "O" and set(map(type, flat)) <= {str}:
-        return arr.copy()
-    out = [v.decode("utf-8") if isinstance(v, bytes) else str(v) for v in flat]
-    return np.asarray(out, dtype=object).reshape(arr.shape)
+        out = np.char.decode(arr, "utf-8").astype(object)
+    elif arr.dtype.kind in "UT":  # fixed width or StringDType: NumPy makes the str objects
+        out = arr.astype(object)
+    elif arr.dtype.kind == "O" and set(map(type, arr.ravel())) <= {str}:
+        out = arr.copy()
+    else:
+        flat = [v.decode("utf-8") if isinstance(v, bytes) else str(v) for v in arr.ravel()]
+        out = np.asarray(flat, dtype=object).reshape(arr.shape)
+    return out.view(STR_OBJECT)
 
 
 def _strings_as_objects(ds: xr.Dataset, names: list[Hashable]) -> xr.Dataset:
@@ -298,6 +306,25 @@ def _prepare_for_zarr(ds: xr.Dataset, zarr_format: int) -> xr.Dataset:
     return ds
 
 
+#: Rows per chunk of a string variable (the whole variable up to this many).
+STRING_CHUNK_ROWS = 2**20
+
+
+def _string_chunks(ds: xr.Dataset) -> dict[str, dict[str, Any]]:
+    """Chunks of every in-memory string variable: whole, up to :data:`STRING_CHUNK_ROWS` rows.
+
+    zarr assembles each chunk that is a part of the array it is given into a new array of
+    its own string dtype (converting every string) before it encodes it, but encodes an
+    array that is one whole chunk as it is: the 626k × 4 allele strings of a genomics result
+    wrote in 0.2 s less so.
+    """
+    return {
+        str(k): {"chunks": (min(v.shape[0], STRING_CHUNK_ROWS), *v.shape[1:])}
+        for k, v in ds.variables.items()
+        if v.dtype.kind in "OTUS" and v.ndim and v.size and v.chunks is None
+    }
+
+
 def _write_and_mark(
     ds: xr.Dataset,
     where: str,
@@ -313,8 +340,11 @@ def _write_and_mark(
     # Consolidated metadata is not part of the Zarr format 3 specification (zarr-python
     # warns); in format 2 it is written and refreshed after the flag is set.
     consolidated = zarr_format == 2
+    encoding = _string_chunks(ds)
     if zarr_format == 3:
-        kwargs["encoding"] = _checksummed(ds)
+        for name, codecs in _checksummed(ds).items():
+            encoding[name] = {**encoding.get(name, {}), **codecs}
+    kwargs["encoding"] = encoding
     ds.to_zarr(where, mode="w", zarr_format=zarr_format, consolidated=consolidated, **kwargs)
     if mark:
         _mark_complete(where, storage_options, consolidated)
