@@ -168,3 +168,48 @@ def test_read_chunk__refuses_layouts_without_whole_later_axes(
     assert dec is not None and dec.column_spans is None
     with pytest.raises(ValueError, match="one by one"):
         dec.read_chunk(0, 0, np.empty(dec.chunk_nbytes, dtype=np.uint8))
+
+
+# ------------------------------------------------------------------------- string arrays
+
+
+def _strings_v2(path: Path, values: np.ndarray, chunks: tuple[int, ...]) -> zarr.Array:
+    """A Zarr format 2 array of variable-length strings as bio2zarr writes its alleles."""
+    arr = zarr.create_array(str(path), shape=values.shape, chunks=chunks, dtype=str, zarr_format=2)
+    arr[...] = values
+    return arr
+
+
+def test_read_strings__equal_zarrs_read_as_str_objects(tmp_path: Path) -> None:
+    from mspca_dask.io.chunks import read_strings
+
+    values = np.array([["A", "T"], ["GGA", ""], ["C", "ü"], ["", ""], ["T", "TTTT"]] * 7)
+    arr = _strings_v2(tmp_path / "alleles", values, (6, 2))  # the last chunk is short
+    got = read_strings(arr, "store", "variant_allele")
+    assert got is not None and got.dtype == object and got.dtype.metadata == {"element_type": str}
+    assert got.tolist() == values.tolist() == np.asarray(arr[...]).tolist()
+
+
+def test_read_strings__none_for_layouts_zarr_must_read(tmp_path: Path) -> None:
+    from mspca_dask.io.chunks import read_strings
+
+    values = np.array([["A", "T"], ["G", "C"], ["T", "A"]])
+    across = _strings_v2(tmp_path / "across", values, (2, 1))  # chunks split along axis 1
+    assert read_strings(across, "store", "v") is None
+    v3 = zarr.create_array(str(tmp_path / "v3"), shape=(3, 2), dtype=str, zarr_format=3)
+    v3[...] = values
+    assert read_strings(v3, "store", "v") is None
+    gap = _strings_v2(tmp_path / "gap", values, (1, 2))
+    (tmp_path / "gap" / "1.0").unlink()  # a missing chunk: zarr's fill value, not ours
+    assert read_strings(gap, "store", "v") is None
+    numbers = zarr.create_array(str(tmp_path / "n"), shape=(3,), dtype="i4", zarr_format=2)
+    assert read_strings(numbers, "store", "v") is None
+
+
+def test_read_strings__corrupt_chunk_is_a_chunk_read_error_naming_it(tmp_path: Path) -> None:
+    from mspca_dask.io.chunks import read_strings
+
+    arr = _strings_v2(tmp_path / "alleles", np.array([["A", "T"], ["G", "C"]]), (1, 2))
+    (tmp_path / "alleles" / "1.0").write_bytes(b"not a compressed chunk")
+    with pytest.raises(ChunkReadError, match=r"variable 'variant_allele' chunk 1\.0"):
+        read_strings(arr, "cohort.vcz", "variant_allele")

@@ -17,7 +17,7 @@ from ..errors import (
     VariableNotFoundError,
 )
 from ..io import ZarrChunkReader, is_url
-from ..io.chunks import ChunkDecoder
+from ..io.chunks import ChunkDecoder, read_strings
 from ..io.safety import check_chunks_present
 from ..io.writing import str_objects
 from . import compact as _compact
@@ -184,7 +184,9 @@ def open_vcf_zarr(
     allele_arr: Any = group["variant_allele"] if "variant_allele" in keys else None
     id_arr: Any = group["variant_id"] if "variant_id" in keys else None
     if allele_arr is not None and tuple(allele_arr.shape)[:1] == (nv,):
-        alleles = str_objects(allele_arr[:])
+        alleles = read_strings(allele_arr, str(store), "variant_allele")
+        if alleles is None:
+            alleles = str_objects(allele_arr[:])
     if id_arr is not None and tuple(id_arr.shape) == (nv,):
         ids = str_objects(id_arr[:])
     return VcfZarr(

@@ -163,6 +163,12 @@ def open_dataset_checked(
 STR_OBJECT = np.dtype(object, metadata={"element_type": str})
 
 
+def _known_strings(dtype: np.dtype[Any]) -> bool:
+    """Whether ``dtype`` says its array holds ``str`` only (:data:`STR_OBJECT`)."""
+    metadata: Mapping[str, Any] = dtype.metadata or {}
+    return metadata.get("element_type") is str
+
+
 def str_objects(values: Any) -> np.ndarray:
     """An object array of Python ``str`` from any string array (StringDType, fixed width,
     bytes, or objects), of the same shape, with the dtype :data:`STR_OBJECT`.
@@ -181,7 +187,9 @@ def str_objects(values: Any) -> np.ndarray:
         out = np.char.decode(arr, "utf-8").astype(object)
     elif arr.dtype.kind in "UT":  # fixed width or StringDType: NumPy makes the str objects
         out = arr.astype(object)
-    elif arr.dtype.kind == "O" and set(map(type, arr.ravel())) <= {str}:
+    elif arr.dtype.kind == "O" and (
+        _known_strings(arr.dtype) or set(map(type, arr.ravel())) <= {str}
+    ):
         out = arr.copy()
     else:
         flat = [v.decode("utf-8") if isinstance(v, bytes) else str(v) for v in arr.ravel()]
