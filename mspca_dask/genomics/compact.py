@@ -476,6 +476,13 @@ class HeldParts:
         with self._lock:
             return self._parts.get(index)
 
+    def pop(self, index: int) -> np.ndarray | None:
+        """Part ``index``'s rows, no longer held; None when that part was written to disk."""
+        with self._lock:
+            rows = self._parts.pop(index, None)
+            self._nbytes -= 0 if rows is None else rows.nbytes
+            return rows
+
     @property
     def nbytes(self) -> int:
         return self._nbytes
@@ -1018,13 +1025,19 @@ def compact_from_parts(
                 if held.get(i) is None
             }
             read = executor.run("genomics-compact-load", on_disk) if on_disk else {}
-            pieces = []
+            # each part is let go once it is in place: the parts and the matrix are not all
+            # held at once
+            arr = np.empty((n_rows, n_cols), dtype=np.int8)
+            r0 = 0
             for i, take, _ in kept:
-                part = held.get(i)
-                pieces.append(
-                    read[str(i)] if part is None else part if take is None else part[take]
-                )
-            arr = np.concatenate(pieces, axis=0)
+                part = held.pop(i)
+                if part is None:
+                    part = read.pop(str(i))
+                elif take is not None:
+                    part = part[take]
+                arr[r0 : r0 + len(part)] = part
+                r0 += len(part)
+                del part
             return _held(arr, rows, "genomics-compact", memory_budget, has_missing)
         for i, _, _ in kept:  # the fit's passes read the parts where they lie: all on disk
             part = held.get(i)
