@@ -8,6 +8,7 @@ the same result as the old path that standardised the raw store in every pass.
 
 from __future__ import annotations
 
+import shutil
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -235,7 +236,7 @@ def test_statistics_and_candidates__writes_the_rows_that_pass_the_filters(tmp_pa
 
 
 @pytest.mark.parametrize("memory_budget", [10**6, 0])
-def test_statistics_and_candidates__holds_the_parts_that_fit_and_writes_the_rest(
+def test_statistics_and_candidates__holds_parts_while_they_project_within_the_budget(
     tmp_path: Path, memory_budget: int
 ) -> None:
     rng = np.random.default_rng(6)
@@ -243,19 +244,22 @@ def test_statistics_and_candidates__holds_the_parts_that_fit_and_writes_the_rest
     calls = _compact.calls_from_genotypes(da.from_array(gt, chunks=(16, 25, 2)))
     filt = _compact.CandidateFilter(min_maf=0.1, max_missing=0.08, ploidy=2, n_samples=25)
     full = calls.compute()
-    per_part = [
-        int(filt.keep(*_compact._variant_stats_block(full[r : r + 16], None)[:, 0, :2].T).sum())
-        for r in range(0, 64, 16)
-    ]
-    assert min(per_part[:2]) > 0
-    budget = (per_part[0] + per_part[1]) * 25  # room for about half of the parts
-    held = _compact.HeldParts(budget)
-    out = _compact.statistics_and_candidates(calls, None, filt, tmp_path, held)["candidate"]
-    candidate = out.compute(scheduler="sync")
-    kept_here = {i for i in range(4) if held.get(i) is not None}
-    on_disk = {int(p.name.split("-")[1]) for p in tmp_path.iterdir()}
-    assert kept_here.isdisjoint(on_disk) and kept_here | on_disk == {0, 1, 2, 3}
-    assert on_disk and kept_here and 0 < held.nbytes <= budget
+    # every part held when the projection fits; none once it does not (the first part over)
+    held_all = _compact.HeldParts(10**6, n_parts=4)
+    whole = _compact.statistics_and_candidates(calls, None, filt, tmp_path / "a", held_all)
+    candidate = whole["candidate"].compute(scheduler="sync")
+    assert held_all.nbytes == int(candidate.sum()) * 25 and not (tmp_path / "a").exists()
+    none = _compact.HeldParts(int(candidate.sum()) * 25 // 2, n_parts=4)  # projects over
+    _compact.statistics_and_candidates(calls, None, filt, tmp_path / "b", none)[
+        "candidate"
+    ].compute(scheduler="sync")
+    assert none.nbytes == 0 and len(list((tmp_path / "b").iterdir())) == 4
+    # parts 1 and 3 held, 0 and 2 on disk: the compact matrix takes each from where it is
+    held = _compact.HeldParts(10**6, n_parts=4)
+    for i in (1, 3):
+        assert held.put(i, _compact._read_part(_compact._part_path(str(tmp_path / "b"), i), None))
+        shutil.rmtree(_compact._part_path(str(tmp_path / "b"), i))
+    tmp_path = tmp_path / "b"
     cand = _compact.Candidates(tmp_path, candidate, calls.chunks[0], 25, held)
     keep = candidate & (rng.random(64) < 0.7)
     compact = _compact.compact_from_parts(
@@ -268,15 +272,20 @@ def test_statistics_and_candidates__holds_the_parts_that_fit_and_writes_the_rest
         assert len(list(tmp_path.iterdir())) == 4
 
 
-def test_held_parts__keep_within_the_budget_and_replace_a_retried_part() -> None:
-    held = _compact.HeldParts(100)
-    assert held.put(0, np.zeros((4, 20), dtype=np.int8))
-    assert not held.put(1, np.zeros((2, 11), dtype=np.int8))  # 80 + 22 > 100
-    assert held.put(0, np.ones((4, 20), dtype=np.int8))  # a retry replaces, not adds
-    assert held.nbytes == 80 and held.get(1) is None
+def test_held_parts__hold_while_the_projection_fits_and_replace_a_retried_part() -> None:
+    held = _compact.HeldParts(100, n_parts=2)
+    assert held.put(0, np.zeros((2, 20), dtype=np.int8))  # 40, projected 80
+    assert held.put(0, np.ones((2, 20), dtype=np.int8))  # a retry replaces, not adds
+    assert held.nbytes == 40
     np.testing.assert_array_equal(held.get(0), 1)
+    assert not held.put(1, np.zeros((2, 31), dtype=np.int8))  # 40 + 62 > 100
+    assert not held.put(2, np.zeros((0, 20), dtype=np.int8))  # refused once: always
+    assert held.nbytes == 40 and held.get(1) is None
+    over = _compact.HeldParts(100, n_parts=10)
+    assert not over.put(0, np.zeros((2, 20), dtype=np.int8))  # 40 projects to 400
+    assert held.pop(0) is not None and held.nbytes == 0 and held.get(0) is None
+    held.put(3, np.zeros(5, dtype=np.int8))
     held.clear()
-    assert held.nbytes == 0 and held.get(0) is None
 
 
 def test_compact_calls__raises_over_the_budget_without_a_directory() -> None:

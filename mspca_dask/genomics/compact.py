@@ -434,23 +434,29 @@ def _read_part(path: str, take: np.ndarray | None) -> np.ndarray:
 class HeldParts:
     """Candidate rows that the statistics pass keeps in this process instead of writing them.
 
-    Under a local threaded scheduler the pass's tasks run in this process, so a part that
-    fits ``budget`` bytes (with those held before it) is kept as the array its task made,
-    not compressed into the temporary directory and decompressed again for the compact
-    matrix: on the benchmark cohort that round trip cost 1.4 of the pass's 10 CPU-s and
-    0.4 s of single-threaded compaction.  A part over the budget is written as before.
-    Tasks on a cluster run in other processes: there the job passes no holder.
+    Under a local threaded scheduler the pass's tasks run in this process, so the parts can
+    be kept as the arrays their tasks made, not compressed into the temporary directory and
+    decompressed again for the compact matrix: on the benchmark cohort that round trip cost
+    1.4 of the pass's 10 CPU-s and 0.4 s of single-threaded compaction.  Parts are held while
+    the ones held so far, projected over all ``n_parts``, fit ``budget``: a matrix that will
+    not fit (and is then read from the directory by every fit pass) is written there from
+    its first parts on, as before, instead of being held up to the budget and written out
+    afterwards.  Tasks on a cluster run in other processes: there the job passes no holder.
 
     Parameters
     ----------
     budget : int
         Bytes of rows held at most (the compact matrix's memory budget).
+    n_parts : int
+        Parts the pass makes (one per row of raw chunks).
     """
 
-    def __init__(self, budget: int) -> None:
+    def __init__(self, budget: int, n_parts: int) -> None:
         self.budget = int(budget)
+        self.n_parts = max(1, int(n_parts))
         self._parts: dict[int, np.ndarray] = {}
         self._nbytes = 0
+        self._full = False
         self._lock = threading.Lock()
         self._token = uuid.uuid4().hex
 
@@ -458,14 +464,18 @@ class HeldParts:
         return self._token
 
     def put(self, index: int, rows: np.ndarray) -> bool:
-        """Hold ``rows`` as part ``index`` if they fit the budget; whether they were held.
+        """Hold ``rows`` as part ``index`` if the projection fits; whether they were held.
 
-        A retried task puts the same rows again: they replace the first copy.
+        Once a part is refused every later part is too.  A retried task puts the same rows
+        again: they replace the first copy.
         """
         with self._lock:
             before = self._parts.get(index)
             grow = rows.nbytes - (0 if before is None else before.nbytes)
-            if self._nbytes + grow > self.budget:
+            count = len(self._parts) + (before is None)
+            projected = (self._nbytes + grow) / count * self.n_parts
+            if self._full or self._nbytes + grow > self.budget or projected > self.budget:
+                self._full = True
                 return False
             self._parts[index] = rows
             self._nbytes += grow
@@ -1011,7 +1021,7 @@ def compact_from_parts(
             kept.append((i, None if k.all() else np.flatnonzero(k), len(k)))
     if not kept:
         raise ParameterError("no variant is kept: nothing to compact")
-    held = cand.held if cand.held is not None else HeldParts(0)
+    held = cand.held if cand.held is not None else HeldParts(0, 1)
     n_cols = cand.n_cols
     n_rows = sum(n if take is None else len(take) for _, take, n in kept)
     rows = _row_chunk(n_rows, n_cols, workers)
