@@ -38,6 +38,7 @@ __all__ = [
     "within_group_variance",
     "mixed_pairs",
     "between_group_share",
+    "reference_group_evidence",
     "model_fit_diagnostics",
 ]
 
@@ -374,6 +375,60 @@ def between_group_share(scores: np.ndarray, labels: np.ndarray) -> np.ndarray:
     total = np.sum(dev**2, axis=0)
     with np.errstate(divide="ignore", invalid="ignore"):
         return np.where(total > 0, np.clip(between / total, 0.0, 1.0), 0.0)
+
+
+def reference_group_evidence(scores: np.ndarray, labels: np.ndarray) -> np.ndarray:
+    """Evidence (a z-score) that groups outside a reference are displaced from it, per pair.
+
+    Each group ``g`` (label ``>= 1``; label 0 is the reference) is compared with the
+    reference by Welch's statistic ``z_g = (t̄_g − t̄_0) / √(v_g/n_g + v_0/n_0)``, each side
+    with its own variance (outside a reference scaled by its allele frequencies a population's
+    spread along a covariance PC can be 1000 times the reference's), and
+    ``χ² = Σ_g z_g²`` over the groups of at least two samples is returned as the normal
+    deviate of its p-value (:func:`chi2_z`).  Unlike a sum over every non-reference sample,
+    groups on opposite sides of the reference cannot cancel.
+
+    Parameters
+    ----------
+    scores : (n_samples, K) ndarray
+    labels : (n_samples,) int ndarray
+        0 for the reference samples, ``1 .. g`` for the groups outside it.
+
+    Returns
+    -------
+    z : (K,) ndarray
+        0 when no group or fewer than two reference samples.
+
+    Examples
+    --------
+    >>> rng = np.random.default_rng(0)
+    >>> t = rng.standard_normal((600, 2))
+    >>> t[400:500, 0] += 1.0; t[500:, 0] -= 1.0  # opposite sides: their sum cancels
+    >>> z = reference_group_evidence(t, np.repeat([0, 1, 2], [400, 100, 100]))
+    >>> bool(z[0] > 8 and z[1] < 3)
+    True
+    """
+    T = np.asarray(scores, dtype=float)
+    lab = np.asarray(labels).astype(np.intp).ravel()
+    if lab.shape != (T.shape[0],):
+        raise ValueError(f"labels must be ({T.shape[0]},), got shape {np.shape(labels)}")
+    ref = lab == 0
+    n0 = int(np.count_nonzero(ref))
+    if n0 < 2:
+        return np.zeros(T.shape[1])
+    mean0, var0 = T[ref].mean(axis=0), T[ref].var(axis=0, ddof=1) / n0
+    chi2 = np.zeros(T.shape[1])
+    dof = 0
+    tiny = np.finfo(float).tiny
+    for g in np.unique(lab[lab > 0]):
+        rows = lab == g
+        m = int(np.count_nonzero(rows))
+        if m < 2:
+            continue
+        se2 = T[rows].var(axis=0, ddof=1) / m + var0
+        chi2 += (T[rows].mean(axis=0) - mean0) ** 2 / np.maximum(se2, tiny)
+        dof += 1
+    return chi2_z(chi2, dof) if dof else np.zeros(T.shape[1])
 
 
 def mixed_pairs(

@@ -831,11 +831,11 @@ def test_fit__reference_a_slight_real_shift_along_a_covariance_pc_stays_stable()
     assert (strict.candidate & ~strict.stable)[np.argmax(along[:, 0])]
 
 
-def test_reference_share__counts_populations_on_both_sides_of_the_reference():
+def test_reference_groups__share_counts_populations_on_both_sides_of_the_reference():
     # along pair 0, A (+2 sd) and B (-1.8 sd) lie on both sides of the reference: under 1 %
     # of its variance lies between the reference and the rest; A and B separate along pair 1
     # (another population axis), and between the reference, A and B lies most of it
-    from mspca_dask._engine.run import _reference_share
+    from mspca_dask._engine.run import _reference_groups
     from mspca_dask.matching import between_group_share
 
     rng = np.random.default_rng(11)
@@ -845,9 +845,39 @@ def test_reference_share__counts_populations_on_both_sides_of_the_reference():
     ref = np.arange(30_000) < 10_000
     coarse = between_group_share(T, (~ref).astype(int))
     assert coarse[0] < 0.01
-    short = np.array([True, False])
-    share = _reference_share(T, ref, np.array([True, True]), coarse, short)
+    z = np.array([50.0, 50.0])  # both shifted by the evidence; pair 0 short of the share
+    spikes = np.array([True, True])
+    z_out, share = _reference_groups(T, ref, spikes, z, coarse, 3.29, 0.05)
     assert share[0] > 0.5 and share[1] == coarse[1]
-    # nothing short of the share: nothing is fitted and nothing changes
-    same = _reference_share(T, ref, np.array([True, True]), coarse, np.zeros(2, bool))
-    np.testing.assert_array_equal(same, coarse)
+    np.testing.assert_array_equal(z_out, z)
+    # every pair shifted with its share: nothing is fitted and nothing changes
+    wide = np.array([0.5, 0.5])
+    z_same, same = _reference_groups(T, ref, spikes, z, wide, 3.29, 0.05)
+    np.testing.assert_array_equal(same, wide)
+    np.testing.assert_array_equal(z_same, z)
+
+
+def test_reference_groups__populations_on_opposite_sides_of_the_reference_no_longer_cancel():
+    # along pair 0, A sits 5 sd off the reference and B 5 sd off it the other way: the
+    # evidence over every non-reference sample sums them to about 0.  Pair 1, a mean shift
+    # the evidence found (A 8 sd off), separates A from B; each group against the reference
+    # by its own variance flags pair 0.  Pair 2, a covariance pair along which neither group
+    # is displaced, stays below the threshold.
+    from mspca_dask._engine.run import _reference_groups
+
+    rng = np.random.default_rng(9)
+    T = rng.standard_normal((4000, 3))
+    T[3200:3600] += [5.0, 8.0, 0.0]
+    T[3600:] -= [5.0, 0.0, 0.0]
+    ref = np.arange(4000) < 3200
+    z = np.array([0.4, 40.0, 0.7])
+    share = np.array([0.0, 0.3, 0.0])
+    z_out, share_out = _reference_groups(T, ref, np.ones(3, bool), z, share, 3.29, 0.05)
+    assert z_out[0] > 30 and share_out[0] > 0.5
+    assert z_out[1] == 40.0 and share_out[1] == 0.3
+    assert z_out[2] < 3.29 and share_out[2] == 0.0
+    # without a shifted pair there are no populations to compare with: nothing changes
+    z_none, _ = _reference_groups(
+        T, ref, np.ones(3, bool), np.array([0.4, 1.0, 0.7]), share, 3.29, 0.05
+    )
+    np.testing.assert_array_equal(z_none, [0.4, 1.0, 0.7])

@@ -470,3 +470,29 @@ def test_between_group_share__is_one_minus_the_within_share_and_ignores_the_cent
     np.testing.assert_allclose(share, 1 - within / total, atol=1e-10)
     np.testing.assert_allclose(between_group_share(T + c, labels), share, atol=1e-10)
     assert np.all((share >= 0) & (share <= 1))
+
+
+def test_reference_group_evidence__is_calibrated_with_groups_far_more_spread_than_the_reference():
+    from mspca_dask.matching import reference_group_evidence
+
+    rng = np.random.default_rng(8)
+    labels = np.repeat([0, 1, 2], [300, 60, 60])
+    z = []
+    for _ in range(400):
+        T = rng.standard_normal((labels.size, 1))
+        T[labels > 0] *= 30.0  # scaled by the reference's allele frequencies: far more spread
+        z.append(reference_group_evidence(T, labels)[0])
+    assert 0.75 < np.mean(np.square(z)) < 1.25  # a normal deviate under no displacement
+
+
+def test_reference_group_evidence__groups_on_opposite_sides_do_not_cancel():
+    from mspca_dask.matching import reference_group_evidence
+
+    rng = np.random.default_rng(3)
+    T = rng.standard_normal((600, 1))
+    T[400:500] += 1.0
+    T[500:] -= 1.0
+    labels = np.repeat([0, 1, 2], [400, 100, 100])
+    assert reference_group_evidence(T, labels)[0] > 8
+    one = np.where(labels > 0, 1, 0)  # one group of both: their means cancel
+    assert reference_group_evidence(T, one)[0] < 3
