@@ -54,6 +54,7 @@ __all__ = [
     "CompactCalls",
     "Candidates",
     "CandidateFilter",
+    "HeldParts",
     "calls_from_genotypes",
     "call_statistics",
     "compact_from_parts",
@@ -495,6 +496,7 @@ class HeldParts:
 
     @property
     def nbytes(self) -> int:
+        """Bytes of rows held now."""
         return self._nbytes
 
     def clear(self) -> None:
