@@ -637,10 +637,10 @@ def _reference_groups(
       evidence, with its share over those groups.  OutOfAfrica_4J17 with a CEU reference:
       the axis with YRI on one side and CHB and JPT on the other read z 2.27 in seed 2, and
       reads 23.5 now that another shifted axis separates them; in seeds 1 and 3 only that
-      axis itself separates them (z 0.01), and it stays missed.  Groups along covariance pairs are not
-      used here: discrete haplotype groups (0, 1 or 2 copies) along one covariance PC are
-      displaced along its neighbours too, and read as populations (8 of 10 PCs of the
-      genomics benchmark's cohort flagged so).
+      axis itself separates them (z 0.01), and it stays missed.  Groups along covariance
+      pairs are not used here: discrete haplotype groups (0, 1 or 2 copies) along one
+      covariance PC are displaced along its neighbours too, and read as populations (8 of 10
+      PCs of the genomics benchmark's cohort flagged so).
 
     Nothing is fitted when every candidate pair is already shifted with its share.
     """
