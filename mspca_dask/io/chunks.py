@@ -28,6 +28,18 @@ from ..errors import ChunkReadError
 __all__ = ["ChunkDecoder", "chunk_read_error", "read_strings"]
 
 
+def _stored_chunk(array: Any, key: str) -> np.ndarray | None:
+    """The stored (encoded) bytes of chunk ``key`` of a zarr ``array``, or None if absent.
+
+    Read through the array's own store, local or remote.
+    """
+    from zarr.core.buffer import default_buffer_prototype
+    from zarr.core.sync import sync
+
+    buf = sync((array.store_path / key).get(prototype=default_buffer_prototype()))
+    return None if buf is None else buf.as_numpy_array()
+
+
 def chunk_read_error(
     store: str, variable: str | None, where: str, exc: Exception
 ) -> ChunkReadError:
@@ -167,17 +179,14 @@ class ChunkDecoder:
         return block[: self.row_blocks[i], : c1 - c0]
 
     def _encoded(self, coords: tuple[int, ...]) -> Any:
-        from zarr.core.buffer import default_buffer_prototype
-        from zarr.core.sync import sync
-
         key = self.array.metadata.encode_chunk_key(coords)
-        buf = sync((self.array.store_path / key).get(prototype=default_buffer_prototype()))
-        if buf is None:
+        stored = _stored_chunk(self.array, key)
+        if stored is None:
             raise ChunkReadError(
                 f"Zarr store {self.store} variable {self.variable!r}: chunk {key} is missing "
                 "(it was present when the store was opened); check the store"
             )
-        return buf.as_numpy_array()
+        return stored
 
     def _decode_chunk(self, coords: tuple[int, ...], out: np.ndarray) -> np.ndarray:
         """Decode one stored (full-size) chunk into ``out`` (C-ordered bytes); return ``out``."""
@@ -266,18 +275,14 @@ def read_strings(array: Any, store: str, variable: str) -> np.ndarray | None:
     shape, chunks = tuple(int(s) for s in array.shape), tuple(int(c) for c in array.chunks)
     if not shape or chunks[1:] != shape[1:] or chunks[0] < 1:
         return None
-    from zarr.core.buffer import default_buffer_prototype
-    from zarr.core.sync import sync
-
     out = np.empty(shape, dtype=STR_OBJECT)
     for i, r0 in enumerate(range(0, shape[0], chunks[0])):
         key = meta.encode_chunk_key((i, *([0] * (len(shape) - 1))))
-        buf = sync((array.store_path / key).get(prototype=default_buffer_prototype()))
-        if buf is None:
+        raw = _stored_chunk(array, key)
+        if raw is None:
             return None
         rows = min(chunks[0], shape[0] - r0)
         try:
-            raw = buf.as_numpy_array()
             if meta.compressor is not None:
                 raw = meta.compressor.decode(raw)
             strings = vlen.decode(raw).reshape(chunks)
