@@ -190,8 +190,9 @@ def _sum_type(largest: int) -> type[np.integer[Any]]:
     return np.int16 if largest < 2**15 else np.int32 if largest < 2**31 else np.int64
 
 
-#: Rows of calls per slice in :func:`_row_sums` (a slice of ``c & 2`` stays in cache).
-_SUM_ROWS = 1024
+#: Bytes of calls per slice in :func:`_row_sums`: its ``c & 2`` buffer, allocated per call
+#: (as fast as a reused one, and nothing is kept between passes).
+_SUM_BYTES = 2**20
 
 
 def _row_sums(calls: np.ndarray, low: int, high: int) -> tuple[np.ndarray, np.ndarray]:
@@ -210,9 +211,10 @@ def _row_sums(calls: np.ndarray, low: int, high: int) -> tuple[np.ndarray, np.nd
         square = np.einsum("ij,ij->i", calls, calls, dtype=_sum_type(n_cols * bound * bound))
         return total, square.astype(np.int64)
     twos = np.empty(n_rows, dtype=np.int64)
-    buf = _scratch("twos", min(n_rows, _SUM_ROWS) * n_cols).view(np.int8)
-    for r0 in range(0, n_rows, _SUM_ROWS):
-        part = calls[r0 : r0 + _SUM_ROWS]
+    step = max(1, _SUM_BYTES // max(n_cols, 1))
+    buf = np.empty(min(n_rows, step) * n_cols, dtype=np.int8)
+    for r0 in range(0, n_rows, step):
+        part = calls[r0 : r0 + step]
         bits = buf[: part.size].reshape(part.shape)
         np.bitwise_and(part, 2, out=bits)
         twos[r0 : r0 + len(part)] = bits.sum(axis=1, dtype=_sum_type(2 * n_cols))
