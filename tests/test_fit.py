@@ -876,8 +876,50 @@ def test_reference_groups__populations_on_opposite_sides_of_the_reference_no_lon
     assert z_out[0] > 30 and share_out[0] > 0.5
     assert z_out[1] == 40.0 and share_out[1] == 0.3
     assert z_out[2] < 3.29 and share_out[2] == 0.0
-    # without a shifted pair there are no populations to compare with: nothing changes
-    z_none, _ = _reference_groups(
+    # without a shifted pair there are no populations found elsewhere, but along pairs 0 and 1
+    # A and B lie where the reference has no sample: each pair is flagged by its own groups
+    z_none, share_none = _reference_groups(
         T, ref, np.ones(3, bool), np.array([0.4, 1.0, 0.7]), share, 3.29, 0.05
     )
-    np.testing.assert_array_equal(z_none, [0.4, 1.0, 0.7])
+    assert z_none[0] > 30 and z_none[1] > 30 and share_none[0] > 0.5
+    assert z_none[2] == 0.7 and share_none[2] == 0.0
+
+
+def test_reference_groups__a_pair_only_its_own_groups_separate_is_flagged():
+    # OutOfAfrica_4J17 seed 1 with a CEU reference, in score units: every outsider sits at
+    # +165 on pair 0 (shifted, one group), and along pair 1 CHB and JPT sit at +80 and YRI at
+    # -160, the reference at 0 (sd 5): the outsiders' mean cancels (z 0.01) and no other pair
+    # separates them.  Pair 2 is a covariance pair: the outsiders spread like the reference.
+    from mspca_dask._engine.run import _reference_groups
+
+    rng = np.random.default_rng(4)
+    T = 5.0 * rng.standard_normal((780, 3))
+    T[600:] += [165.0, 0.0, 0.0]
+    T[600:720, 1] += 80.0
+    T[720:, 1] -= 160.0
+    ref = np.arange(780) < 600
+    z = np.array([150.0, 0.01, 1.2])
+    share = np.array([0.99, 0.0, 0.0])
+    z_out, share_out = _reference_groups(T, ref, np.ones(3, bool), z, share, 3.29, 0.05)
+    assert z_out[1] > 30 and share_out[1] > 0.9
+    assert z_out[0] == 150.0 and share_out[0] == 0.99
+    assert z_out[2] == 1.2 and share_out[2] == 0.0
+
+
+def test_reference_groups__a_tail_group_of_widely_spread_outsiders_is_not_a_population():
+    # genotypes scaled by a reference's allele frequencies: along a linkage PC the outsiders
+    # spread 20 times wider than the reference (its rare variants), with a haplotype group of
+    # 5 % far out (+150).  That group lies where the reference has no sample, but the
+    # outsiders left with the reference do not spread like it: the pair stays below.
+    from mspca_dask._engine.run import _reference_groups
+
+    rng = np.random.default_rng(5)
+    T = rng.standard_normal((1100, 2))
+    T[600:, 0] += 40.0  # pair 0: a population axis, shifted
+    T[600:, 1] *= 20.0
+    T[600:625, 1] = 150.0 + 10.0 * rng.standard_normal(25)
+    ref = np.arange(1100) < 600
+    z = np.array([60.0, 0.5])
+    share = np.array([0.9, 0.0])
+    z_out, share_out = _reference_groups(T, ref, np.ones(2, bool), z, share, 3.29, 0.05)
+    assert z_out[1] == 0.5 and share_out[1] == 0.0

@@ -496,3 +496,47 @@ def test_reference_group_evidence__groups_on_opposite_sides_do_not_cancel():
     assert reference_group_evidence(T, labels)[0] > 8
     one = np.where(labels > 0, 1, 0)  # one group of both: their means cancel
     assert reference_group_evidence(T, one)[0] < 3
+
+
+def test_groups_apart_from_reference__labels_groups_the_reference_does_not_reach():
+    from mspca_dask.matching import groups_apart_from_reference
+
+    rng = np.random.default_rng(0)
+    ref = rng.standard_normal(600)
+    t = np.concatenate([rng.standard_normal(100), rng.standard_normal(80) + 12])
+    labels = groups_apart_from_reference(ref, t, np.repeat([3, 7], [100, 80]))
+    np.testing.assert_array_equal(labels, np.repeat([-1, 1], [100, 80]))
+
+
+def test_groups_apart_from_reference__haplotype_groups_the_reference_shares_are_not_apart():
+    # three discrete groups (0, 1, 2 copies) along a linkage PC, in the reference and outside
+    # it at other frequencies (50/40/10 % against 20/50/30 %): the reference holds its share
+    # of each, so none is apart
+    from mspca_dask.matching import groups_apart_from_reference
+
+    rng = np.random.default_rng(1)
+    copies_ref = rng.choice(3, size=600, p=[0.5, 0.4, 0.1])
+    copies_out = rng.choice(3, size=300, p=[0.2, 0.5, 0.3])
+    ref = 10.0 * copies_ref + rng.standard_normal(600)
+    t = 10.0 * copies_out + rng.standard_normal(300)
+    assert groups_apart_from_reference(ref, t, copies_out).max() == -1
+
+
+def test_groups_apart_from_reference__needs_a_significant_shortfall_and_a_reference_like_rest():
+    from mspca_dask.matching import groups_apart_from_reference
+
+    rng = np.random.default_rng(2)
+    # two reference samples cannot show that a group is missing from the reference
+    # (0.1 ** 2 > 1e-3), five can (0.1 ** 5)
+    group = rng.standard_normal(50) + 20
+    few = groups_apart_from_reference(rng.standard_normal(2), group, np.zeros(50))
+    assert groups_apart_from_reference(rng.standard_normal(5), group, np.zeros(50)).max() == 1
+    assert few.max() == -1
+    # a group apart, but the outsiders left with the reference spread 3 times wider than it
+    ref = rng.standard_normal(600)
+    t = np.concatenate([3.0 * rng.standard_normal(150), rng.standard_normal(50) + 30])
+    cells = np.repeat([0, 1], [150, 50])
+    assert groups_apart_from_reference(ref, t, cells).max() == -1
+    assert groups_apart_from_reference(ref, t, cells, max_spread=4.0).max() == 1
+    with pytest.raises(ValueError, match="cells must be"):
+        groups_apart_from_reference(ref, t, cells[:10])
