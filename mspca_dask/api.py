@@ -139,7 +139,11 @@ def fit(
         or indices, with ``location`` their centre (a vector, or None when the data are
         centred on it).  Either way the shift evidence takes its null variance from the
         reference samples and from the others apart, so that a displaced minority does not
-        inflate it (:func:`mspca_dask.matching.shift_evidence`).
+        inflate it (:func:`mspca_dask.matching.shift_evidence`); groups of the other samples
+        found in score space are compared with the reference one by one, so that populations
+        on opposite sides of it do not cancel
+        (:func:`mspca_dask.matching.reference_group_evidence`,
+        :func:`mspca_dask.matching.groups_apart_from_reference`).
 
     Returns
     -------

@@ -831,6 +831,33 @@ def test_fit__reference_a_slight_real_shift_along_a_covariance_pc_stays_stable()
     assert (strict.candidate & ~strict.stable)[np.argmax(along[:, 0])]
 
 
+def test_fit__reference_populations_on_both_sides_along_one_axis_only_are_a_mean_shift():
+    # OutOfAfrica_4J17 with a CEU reference, in miniature: along e1 two populations sit on
+    # opposite sides of the reference (400 at +5, 200 at -10 noise sd), so the outsiders'
+    # mean along it is 0, and no other direction separates them.  The covariance spike along
+    # e0 (variance 9) is shared by everyone and stays stable.
+    rng = np.random.default_rng(17)
+    n, d = 2000, 200
+    X = rng.standard_normal((n, d))
+    X[:, 0] *= 3.0
+    X[1400:1800, 1] += 5.0
+    X[1800:, 1] -= 10.0
+    ref = np.arange(n) < 1400
+    res = mspca_dask.fit(
+        X,
+        n_components=3,
+        location=X[ref].mean(axis=0),
+        reference_samples=ref,
+        solver="exact",
+        scheduler="sync",
+    )
+    flagged = res.candidate & ~res.stable
+    along = np.abs(res.eigenvectors[:, :2])  # |cos| with e0, e1 per pair
+    axis, spike = int(np.argmax(along[:, 1])), int(np.argmax(along[:, 0]))
+    assert flagged[axis] and res.shift_z[axis] > 30
+    assert res.candidate[spike] and not flagged[spike]
+
+
 def test_reference_groups__share_counts_populations_on_both_sides_of_the_reference():
     # along pair 0, A (+2 sd) and B (-1.8 sd) lie on both sides of the reference: under 1 %
     # of its variance lies between the reference and the rest; A and B separate along pair 1
