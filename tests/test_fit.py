@@ -933,6 +933,23 @@ def test_reference_groups__a_pair_only_its_own_groups_separate_is_flagged():
     assert z_out[2] == 1.2 and share_out[2] == 0.0
 
 
+def test_reference_groups__a_shifted_pair_short_of_the_share_takes_its_own_groups_share():
+    # Three clusters mixed over three pairs, with a reference (benchmarks/accuracy.py R4,
+    # 7 of 40 trials failed): a cluster pair's evidence passes (z 4.1) but over the
+    # reference and the rest, half of which are inliers, only 1 % of its variance lies
+    # between them.  Its own group of outsiders (+6, where the reference has no sample, the
+    # other outsiders spread like the reference) holds most of it.
+    from mspca_dask._engine.run import _reference_groups
+
+    rng = np.random.default_rng(6)
+    T = rng.standard_normal((960, 1))
+    T[900:, 0] += 6.0
+    ref = np.arange(960) < 500
+    z, share = np.array([4.1]), np.array([0.01])
+    z_out, share_out = _reference_groups(T, ref, np.ones(1, bool), z, share, 3.29, 0.05)
+    assert share_out[0] > 0.5 and z_out[0] >= 4.1
+
+
 def test_reference_groups__a_tail_group_of_widely_spread_outsiders_is_not_a_population():
     # genotypes scaled by a reference's allele frequencies: along a linkage PC the outsiders
     # spread 20 times wider than the reference (its rare variants), with a haplotype group of
