@@ -950,6 +950,34 @@ def test_reference_groups__a_shifted_pair_short_of_the_share_takes_its_own_group
     assert share_out[0] > 0.5 and z_out[0] >= 4.1
 
 
+def test_reference_groups__skips_the_1d_tests_where_outsiders_spread_wide_without_modes(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # a linkage PC of reference-scaled genotypes: the outsiders spread 20 times wider than the
+    # reference and form one mode; no rest could spread like the reference, so the 1-D tests
+    # (0.1 to 1.3 s a pair) are not run for it.  A pair with outsiders spread like the
+    # reference is still tested.
+    import mspca_dask._engine.run as run
+
+    calls: list[int] = []
+    real = run.residual_groups
+
+    def counting(scores: np.ndarray, groups: np.ndarray, **kw: object) -> np.ndarray:
+        calls.append(scores.shape[1])
+        return real(scores, groups, **kw)
+
+    monkeypatch.setattr(run, "residual_groups", counting)
+    rng = np.random.default_rng(8)
+    T = rng.standard_normal((1500, 2))
+    T[1000:, 0] *= 20.0
+    ref = np.arange(1500) < 1000
+    z, share = np.array([0.5, 0.5]), np.zeros(2)
+    z_out, _ = run._reference_groups(T, ref, np.array([True, False]), z, share, 3.29, 0.05)
+    assert calls == [] and z_out[0] == 0.5
+    run._reference_groups(T, ref, np.array([False, True]), z, share, 3.29, 0.05)
+    assert calls == [1]
+
+
 def test_reference_groups__a_tail_group_of_widely_spread_outsiders_is_not_a_population():
     # genotypes scaled by a reference's allele frequencies: along a linkage PC the outsiders
     # spread 20 times wider than the reference (its rare variants), with a haplotype group of
