@@ -612,7 +612,7 @@ def _finish(
 
 
 #: Outsiders spreading more than this many times the reference along a pair, with no separated
-#: modes, cannot leave a rest that spreads like the reference (:func:`_reference_groups`).
+#: modes, are not expected to leave a rest that spreads like it (:func:`_reference_groups`).
 WIDE_OUTSIDERS = 5.0
 
 
@@ -686,11 +686,12 @@ def _reference_groups(
         spreading like it, before the 1-D tests (0.1 to 1.3 s a pair) decide.
 
         Unless they are fitted already or the density has separated modes, groups can only
-        be overlapping mixture components; a unimodal mixture's main component keeps at
-        least about half the scores' standard deviation, so the rest, which holds it, cannot
-        spread within ``max_spread`` (2) times the reference's when the scores spread more
-        than :data:`WIDE_OUTSIDERS` times.  That skips the linkage PCs of genotypes scaled by
-        a reference's frequencies (7 to 47 times on the genomics benchmark's cohort).
+        be overlapping mixture components; a unimodal mixture's main component keeps about
+        half the scores' standard deviation or more, so the rest, which holds it, is not
+        expected to spread within ``max_spread`` (2) times the reference's when the scores
+        spread more than :data:`WIDE_OUTSIDERS` times (a screen, not a proof).  That skips
+        the linkage PCs of genotypes scaled by a reference's frequencies (7 to 47 times on
+        the genomics benchmark's cohort).
         """
         if j in fitted or density_groups(T[:, j]) is not None:
             return True
