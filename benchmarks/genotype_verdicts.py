@@ -49,6 +49,14 @@ COHORTS: dict[str, tuple[str, dict[str, int], float, str]] = {
     "ooa3-1000": ("OutOfAfrica_3G09", {"CEU": 800, "YRI": 100, "CHB": 100}, 20e6, "CEU"),
     "ooa3-big-minorities": ("OutOfAfrica_3G09", {"CEU": 500, "YRI": 250, "CHB": 250}, 20e6, "CEU"),
     "ooa4": ("OutOfAfrica_4J17", {"CEU": 600, "YRI": 60, "CHB": 60, "JPT": 60}, 20e6, "CEU"),
+    # held out (fixed before its first run, after the own-groups rule was designed): an
+    # admixed population between the reference and two others
+    "admix4": (
+        "AmericanAdmixture_4B18",
+        {"EUR": 600, "AFR": 60, "ASIA": 60, "ADMIX": 60},
+        20e6,
+        "EUR",
+    ),
 }
 
 
@@ -176,7 +184,7 @@ def main(argv: list[str] | None = None) -> int:
         "Cohorts: stdpopsim HomSap, chr22 10-30 Mb, msprime, VCF Zarr by bio2zarr's tskit2zarr; "
         + "; ".join(f"**{n}**: {m} {p}" for n, (m, p, _, _) in COHORTS.items() if n in names)
         + f". The genomics job with its defaults (MAF >= 0.05, K = {K}, 5 knockoffs, report "
-        "off), with the majority population (CEU) as reference and with none.",
+        "off), with the majority population (CEU, EUR) as reference and with none.",
         "",
         f"A PC is a *population axis* when at least {POPULATION_AXIS:.0%} of its score variance "
         f"lies between the populations (η²), a *covariance PC* when less than "
