@@ -104,6 +104,7 @@ from mspca_dask.matching import (  # noqa: E402
     shift_evidence,
     shift_z_threshold,
     within_group_variance,
+    within_variance,
 )
 
 
@@ -249,6 +250,32 @@ def test_within_group_variance__pools_the_cells_of_overlapping_groups():
     np.testing.assert_allclose(within_group_variance(t, np.zeros((6, 0))), t.var(axis=0))
 
 
+def test_within_variance__is_the_smaller_of_the_pooled_and_the_inliers_spread():
+    rng = np.random.default_rng(0)
+    # a group spread along a cline (admixed samples) inflates the pooled variance only
+    inliers = rng.normal(0.0, 1.0, (500, 2))
+    cline = np.c_[rng.uniform(10.0, 40.0, 100), rng.normal(0.0, 1.0, 100)]
+    t = np.r_[inliers, cline]
+    groups = np.r_[np.zeros(500), np.ones(100)][:, None]
+    assert within_group_variance(t, groups)[0] > 10 * inliers.var(axis=0)[0]
+    np.testing.assert_allclose(within_variance(t, groups)[0], inliers.var(axis=0)[0])
+    # samples of a missed cluster among the inliers inflate the inliers' variance only
+    missed = np.c_[rng.normal(6.0, 1.0, 60), rng.normal(0.0, 1.0, 60)]
+    tight = np.c_[rng.normal(20.0, 1.0, 300), rng.normal(0.0, 1.0, 300)]
+    t2 = np.r_[inliers, missed, tight]
+    groups2 = np.r_[np.zeros(560), np.ones(300)][:, None]
+    assert t2[:560].var(axis=0)[0] > within_group_variance(t2, groups2)[0]
+    np.testing.assert_allclose(
+        within_variance(t2, groups2)[0], within_group_variance(t2, groups2)[0]
+    )
+    # along every pair, the smaller of the two
+    both = np.minimum(within_group_variance(t2, groups2), t2[:560].var(axis=0))
+    np.testing.assert_allclose(within_variance(t2, groups2), both)
+    # nobody left outside the groups: the pooled within-group variance
+    everyone = np.ones((600, 1))
+    np.testing.assert_allclose(within_variance(t, everyone), within_group_variance(t, everyone))
+
+
 def test_model_fit_diagnostics__names_each_misfit():
     assert model_fit_diagnostics(np.array([6.0, 3.0]), 3.8, 0.1, np.ones(500), 1000, 500) == []
     hetero = np.r_[np.ones(250), 10 * np.ones(250)]
@@ -264,8 +291,8 @@ def test_model_fit_diagnostics__names_each_misfit():
 
 def test_check_invariance__bulk_above_the_edge_moves_the_mixed_spike_line_to_the_smallest_pair():
     # correlated noise (genotype LD): every one of 6 pairs is above the edge; a pair whose
-    # within-group variance (3.0) is below the bulk's top (the 6th eigenvalue, 3.5) is a mean
-    # shift, one still above it (4.2) is a mixed covariance spike
+    # within-group variance (3.0) is below the bulk's top (the within-group variance along
+    # the 6th pair, 3.5) is a mean shift, one still above it (4.2) is a mixed covariance spike
     lam = np.array([9.0, 7.0, 5.0, 4.5, 4.0, 3.5])
     knock = np.tile(lam, (1, 1))
     ov = np.eye(6)[None]
@@ -275,7 +302,7 @@ def test_check_invariance__bulk_above_the_edge_moves_the_mixed_spike_line_to_the
         knock,
         ov,
         shift_z=np.array([20.0, 20.0, 0, 0, 0, 0]),
-        within=np.array([3.0, 4.2, 1, 1, 1, 1]),
+        within=np.array([3.0, 4.2, 1, 1, 1, 3.5]),
         **kw,
     )
     assert res.stable.tolist() == [False, True, True, True, True, True]
@@ -302,11 +329,14 @@ def test_mixed_pairs__are_the_pairs_check_invariance_keeps_stable_by_the_within_
     )
     assert res.stable.tolist() == [False, True, False, True]
     assert "still a spike" in res.reasons[1]
-    # six pairs all above the line: the smallest eigenvalue (4.0) is the line
-    lam6 = np.array([9.0, 7.0, 5.0, 4.5, 4.2, 4.0])
+    # six pairs all above the line: the within-group variance along the smallest (4.0) is the
+    # line, on the scale of the within-group variances whatever the eigenvalue (3.95)
+    lam6 = np.array([9.0, 7.0, 5.0, 4.5, 4.2, 3.95])
     z6 = np.array([20.0, 20.0, 0, 0, 0, 0])
-    w6 = np.array([3.95, 4.2, 1, 1, 1, 1])
+    w6 = np.array([3.95, 4.2, 1, 1, 1, 4.0])
     assert mixed_pairs(lam6, z6, 3.3, w6, **kw).tolist() == [False, True] + [False] * 4
+    w6_low = np.array([3.95, 4.2, 1, 1, 1, 3.0])
+    assert mixed_pairs(lam6, z6, 3.3, w6_low, **kw).tolist() == [True, True] + [False] * 4
 
 
 # ------------------------------------------------------------------ group shift evidence

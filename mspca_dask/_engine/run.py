@@ -44,7 +44,7 @@ from ..matching import (
     reference_group_evidence,
     shift_evidence,
     shift_z_threshold,
-    within_group_variance,
+    within_variance,
 )
 from .draws import Draws
 from .linalg import LowRank, flip_signs
@@ -534,7 +534,7 @@ def _finish(
         shift_z = group_shift_evidence(scores, groups, inliers, spikes=spikes)
     z_threshold = shift_z_threshold(K)
     if groups is not None:
-        within = within_group_variance(scores, groups)
+        within = within_variance(scores, groups)
         # A pair about to be kept stable as "mixed" may only carry a cluster that the
         # location step missed (one no preliminary direction separated) among the inliers:
         # look for groups left among them along it before its within-group variance decides.
@@ -542,7 +542,7 @@ def _finish(
         if np.any(mixed):
             more = residual_groups(scores[:, mixed], groups, random_state=fit.location_seed)
             if more.shape[1] > groups.shape[1]:
-                within = within_group_variance(scores, more)
+                within = within_variance(scores, more)
     # the share of each pair's variance between the groups: those found in score space, or
     # the reference and the rest; none with a given centre (no groups to compare)
     share = None
