@@ -179,6 +179,22 @@ def beyond_plan(quick: bool) -> list[tuple[str, str, object]]:
             n_, d_, mean_shift_weights=(pi1,)
         )  # paper scaling: l = 2 sqrt(c), theta^2 = 4 sqrt(c)
 
+    # two covariance spikes mixing with two clusters (without and with a reference)
+    two_cov_two_shift = mk(
+        d_=500,
+        covariance_spikes=(3 * np.sqrt(0.5), 2 * np.sqrt(0.5)),
+        mean_shift_weights=(0.08, 0.06),
+        mean_shift_strengths=(5 * np.sqrt(0.5), 4 * np.sqrt(0.5)),
+    )
+
+    # H4's two equal clusters and a covariance spike, sigma^2 = 1.5 (R7 adds t5 noise)
+    two_equal_and_a_spike = {
+        "covariance_spikes": (3 * np.sqrt(0.5),),
+        "mean_shift_weights": (0.08, 0.08),
+        "mean_shift_strengths": (1.5 * 4 * np.sqrt(0.5),) * 2,
+        "noise_variance": 1.5,
+    }
+
     if quick:
         return [
             ("paper pi1=0.05", "tuned", mk(400, 300, mean_shift_weights=(0.05,))),
@@ -204,12 +220,7 @@ def beyond_plan(quick: bool) -> list[tuple[str, str, object]]:
         (
             "2 cov + 2 shift (8 %, 6 %), d=500",
             "tuned",
-            mk(
-                d_=500,
-                covariance_spikes=(3 * np.sqrt(0.5), 2 * np.sqrt(0.5)),
-                mean_shift_weights=(0.08, 0.06),
-                mean_shift_strengths=(5 * np.sqrt(0.5), 4 * np.sqrt(0.5)),
-            ),
+            two_cov_two_shift,
         ),
         (
             "noise variance 3, pi1=0.10",
@@ -261,14 +272,7 @@ def beyond_plan(quick: bool) -> list[tuple[str, str, object]]:
         (
             "H4 2 equal clusters 8 % + cov spike, d=700, n=1400, noise variance 1.5",
             "held out",
-            mk(
-                1400,
-                700,
-                covariance_spikes=(3 * np.sqrt(0.5),),
-                mean_shift_weights=(0.08, 0.08),
-                mean_shift_strengths=(1.5 * 4 * np.sqrt(0.5),) * 2,
-                noise_variance=1.5,
-            ),
+            mk(1400, 700, **two_equal_and_a_spike),
         ),
         # held out by the session that refits the 1-D tests on every score at large n (fixed
         # before its first run; run once): large n with no reference, heavy tails, sigma^2 != 1
@@ -332,7 +336,7 @@ def beyond_plan(quick: bool) -> list[tuple[str, str, object]]:
         # run once after it
         (
             "R5 reference, 2 cov spikes + 3 clusters 8/6/5 %, d=800, n=1600, noise variance 2",
-            "held out",
+            "tuned (held out for its first run: 4 of 40 failed)",
             with_reference(
                 mk(
                     1600,
@@ -343,6 +347,20 @@ def beyond_plan(quick: bool) -> list[tuple[str, str, object]]:
                     noise_variance=2.0,
                 )
             ),
+        ),
+        # fixed after R5's failures were studied and before the rule that keeps a reference
+        # fit's pair stable when the reference itself still spreads along it as a spike (R5
+        # trials 9 and 36 led to it): covariance spikes mixing with clusters, with a
+        # reference; run once after it
+        (
+            "R6 reference, 2 cov + 2 shift (8 %, 6 %), d=500",
+            "held out",
+            with_reference(two_cov_two_shift),
+        ),
+        (
+            "R7 reference, 2 equal clusters 8 % + cov spike, d=700, n=1400, noise variance 1.5, t5",
+            "held out",
+            with_reference(mk(1400, 700, **two_equal_and_a_spike, noise="student-t", df=5)),
         ),
     ]
     return plan

@@ -217,7 +217,8 @@ PARAMETERS: dict[str, Param] = {
             "min_shift_share",
             "float",
             "smallest share of a pair's score variance between the groups (reference and "
-            "rest, or groups found in score space) for a mean-shift verdict; 0: evidence alone",
+            "rest, or groups found in score space) for a mean-shift verdict; 0: no bound (a pair "
+            "that is still a spike within the groups or the reference stays stable)",
             low=0,
             high=1,
             closed="left",

@@ -335,6 +335,16 @@ def test_mixed_pairs__are_the_pairs_check_invariance_keeps_stable_by_the_within_
     z6 = np.array([20.0, 20.0, 0, 0, 0, 0])
     w6 = np.array([3.95, 4.2, 1, 1, 1, 4.0])
     assert mixed_pairs(lam6, z6, 3.3, w6, **kw).tolist() == [False, True] + [False] * 4
+    # with a share bound (a reference fit), a pair with much of its variance between the
+    # groups is never mixed
+    share = np.array([0.05, 0.3, 0, 0, 0, 0])
+    bounded = mixed_pairs(lam6, z6, 3.3, w6, **kw, share=share, max_share=0.1)
+    assert bounded.tolist() == [False] * 6
+    w6_high = np.array([4.5, 4.2, 1, 1, 1, 4.0])
+    assert (
+        mixed_pairs(lam6, z6, 3.3, w6_high, **kw, share=share, max_share=0.1).tolist()
+        == [True] + [False] * 5
+    )
     w6_low = np.array([3.95, 4.2, 1, 1, 1, 3.0])
     assert mixed_pairs(lam6, z6, 3.3, w6_low, **kw).tolist() == [True, True] + [False] * 4
 

@@ -35,6 +35,7 @@ from .. import rmt
 from ..errors import ConvergenceWarning, InputError, ModelFitWarning, NonFiniteError, NoSpikeWarning
 from ..location import CandidateLocation, candidate_location, density_groups, residual_groups
 from ..matching import (
+    REFERENCE_MIXED_SHARE,
     between_group_share,
     check_invariance,
     group_shift_evidence,
@@ -546,6 +547,7 @@ def _finish(
     # the share of each pair's variance between the groups: those found in score space, or
     # the reference and the rest; none with a given centre (no groups to compare)
     share = None
+    mixed_max_share = 1.0
     reference = fit.plan.location.reference
     if groups is not None and inliers is not None:
         share = between_group_share(scores, np.where(inliers, 0, 1 + np.argmax(groups > 0, axis=1)))
@@ -553,8 +555,20 @@ def _finish(
         ref = np.asarray(reference, dtype=bool)
         share = between_group_share(scores, (~ref).astype(np.intp))
         shift_z, share = _reference_groups(
-            scores, ref, spikes, shift_z, share, z_threshold, fit.plan.params.min_shift_share
+            scores,
+            ref,
+            spikes,
+            shift_z,
+            share,
+            z_threshold,
+            fit.plan.params.min_shift_share,
+            lend_below=REFERENCE_MIXED_SHARE,
         )
+        # the reference carries the covariance spikes: a pair along which it still spreads as
+        # a spike, with little of its variance between the groups, is a covariance spike
+        # leaning towards them (REFERENCE_MIXED_SHARE)
+        within = scores[ref].var(axis=0)
+        mixed_max_share = REFERENCE_MIXED_SHARE
     check = check_invariance(
         spec.values,
         np.stack([sp.values for sp in knock_specs]),
@@ -571,6 +585,7 @@ def _finish(
         blind=np.ones(K, dtype=bool) if blind else None,
         share=share,
         min_share=fit.plan.params.min_shift_share,
+        mixed_max_share=mixed_max_share,
     )
     if not np.any(check.candidate):
         warnings.warn(
@@ -624,6 +639,7 @@ def _reference_groups(
     share: np.ndarray,
     z_threshold: float,
     min_share: float,
+    lend_below: float = 0.0,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Evidence and shares of a reference fit, over the groups the other samples form.
 
@@ -632,11 +648,14 @@ def _reference_groups(
     reference cancel.  The non-reference samples' scores along each candidate pair get the
     location step's 1-D tests (:func:`~mspca_dask.location.residual_groups`), and:
 
-    * a pair shifted by the evidence but short of ``min_share`` takes its share over the
-      reference and the groups found along the *other* pairs, if larger (along itself groups
-      are displaced by construction).  1000 Genomes Europeans with a CEU reference: the TSI
-      axis held 2 % of its variance between CEU and the rest, about 60 % between the
-      labelled populations;
+    * a pair shifted by the evidence but short of ``min_share`` (or of ``lend_below``, the
+      bound of the reference's mixed rule, :data:`~mspca_dask.matching.REFERENCE_MIXED_SHARE`)
+      takes its share over the reference and the groups found along the *other* pairs, if
+      larger (along itself groups are displaced by construction).  1000 Genomes Europeans
+      with a CEU reference: the TSI axis held 2 % of its variance between CEU and the rest,
+      about 60 % between the labelled populations; AmericanAdmixture_4B18 seed 5 with the
+      EUR reference: PC2 (AFR at −101, EUR at 0, the admixed at +60, ASIA at +141) held 7.3 %
+      between EUR and the rest;
     * a pair below ``z_threshold`` is compared with the groups found along the pairs now
       shifted (the populations the evidence found), each group by its own variance
       (:func:`~mspca_dask.matching.reference_group_evidence`), and keeps the larger
@@ -665,7 +684,7 @@ def _reference_groups(
     (:data:`WIDE_OUTSIDERS`).
     """
     rest = ~reference
-    todo = spikes & ((shift_z < z_threshold) | (share < min_share))
+    todo = spikes & ((shift_z < z_threshold) | (share < max(min_share, lend_below)))
     if np.count_nonzero(rest) < 20 or not np.any(todo):
         return shift_z, share
     shift_z, share = shift_z.copy(), share.copy()
