@@ -250,6 +250,28 @@ def test_residual_groups__finds_a_cluster_left_among_the_inliers_and_keeps_the_o
     assert G[60:160, 1].mean() > 0.95 and G[160:, 1].sum() < 5 and G[:60, 1].sum() == 0
 
 
+def test_split_groups__splits_a_group_holding_clusters_on_both_sides_and_keeps_one_whole():
+    from mspca_dask.location import split_groups
+
+    rng = np.random.default_rng(4)
+    T = rng.standard_normal((1000, 1))
+    T[850:920, 0] += 6.0  # one group holds two clusters, 6 sd either side of the inliers
+    T[920:, 0] -= 6.0
+    old = np.zeros((1000, 2))
+    old[850:, 0] = 1
+    old[700:760, 1] = 1  # a group that is one Gaussian along this column
+    G = split_groups(T, old)
+    assert G.shape[1] == 3
+    np.testing.assert_array_equal(G[:, :2], old)
+    new = G[:, 2] > 0
+    assert new[850:].sum() in (70, 80) and not new[:850].any()  # one cluster, exactly
+    # nothing within a group of fewer than 20 samples is tested
+    np.testing.assert_array_equal(
+        split_groups(T, old[:, :1] * (np.arange(1000) >= 985)[:, None]),
+        old[:, :1] * (np.arange(1000) >= 985)[:, None],
+    )
+
+
 @pytest.mark.parametrize("seed", range(5))
 def test_residual_groups__covariance_spike_inlier_scores_get_no_group(seed):
     from mspca_dask.location import residual_groups

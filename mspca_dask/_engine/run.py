@@ -33,7 +33,13 @@ import numpy as np
 
 from .. import rmt
 from ..errors import ConvergenceWarning, InputError, ModelFitWarning, NonFiniteError, NoSpikeWarning
-from ..location import CandidateLocation, candidate_location, density_groups, residual_groups
+from ..location import (
+    CandidateLocation,
+    candidate_location,
+    density_groups,
+    residual_groups,
+    split_groups,
+)
 from ..matching import (
     REFERENCE_MIXED_SHARE,
     between_group_share,
@@ -540,10 +546,12 @@ def _finish(
         # location step missed (one no preliminary direction separated) among the inliers:
         # look for groups left among them along it before its within-group variance decides.
         mixed = mixed_pairs(reported.values, shift_z, z_threshold, within, edge=edge, margin=margin)
+        found = groups
         if np.any(mixed):
             more = residual_groups(scores[:, mixed], groups, random_state=fit.location_seed)
             if more.shape[1] > groups.shape[1]:
                 within = within_variance(scores, more)
+                found = more
     # the share of each pair's variance between the groups: those found in score space, or
     # the reference and the rest; none with a given centre (no groups to compare)
     share = None
@@ -551,6 +559,16 @@ def _finish(
     reference = fit.plan.location.reference
     if groups is not None and inliers is not None:
         share = between_group_share(scores, np.where(inliers, 0, 1 + np.argmax(groups > 0, axis=1)))
+        # a pair shifted by the evidence but short of the share may cross a group that holds
+        # clusters on both of its sides: split the groups along it and take the larger share
+        slight = spikes & (shift_z >= z_threshold) & (share < fit.plan.params.min_shift_share)
+        if np.any(slight):
+            finer = split_groups(scores[:, slight], found, random_state=fit.location_seed)
+            if finer.shape[1] > found.shape[1]:
+                cells = np.ravel(np.unique(finer > 0, axis=0, return_inverse=True)[1])
+                share = np.where(
+                    slight, np.maximum(share, between_group_share(scores, cells)), share
+                )
     elif reference is not None:
         ref = np.asarray(reference, dtype=bool)
         share = between_group_share(scores, (~ref).astype(np.intp))
