@@ -36,6 +36,7 @@ __all__ = [
     "chi2_z",
     "shift_z_threshold",
     "within_group_variance",
+    "group_cells",
     "within_variance",
     "mixed_pairs",
     "between_group_share",
@@ -998,6 +999,31 @@ def within_variance(scores: np.ndarray, groups: np.ndarray) -> np.ndarray:
     return np.minimum(pooled, T[inliers].var(axis=0))
 
 
+def group_cells(groups: np.ndarray) -> np.ndarray:
+    """The cell of each sample: samples with the same pattern of group memberships share one.
+
+    Parameters
+    ----------
+    groups : (n_samples, g) ndarray
+        Indicator columns of groups (a sample may be in several); ``> 0`` is membership.
+
+    Returns
+    -------
+    cells : (n_samples,) intp ndarray
+        ``0 .. n_cells − 1``, in the sorted order of the membership patterns (so the samples
+        in no group are cell 0 when there are any); all 0 when ``g == 0``.
+
+    Examples
+    --------
+    >>> group_cells(np.array([[0.0, 0.0], [1.0, 0.0], [1.0, 1.0], [0.0, 0.0]])).tolist()
+    [0, 1, 2, 0]
+    """
+    G = np.asarray(groups) > 0
+    if G.ndim != 2 or G.shape[1] == 0:
+        return np.zeros(G.shape[0], dtype=np.intp)
+    return np.ravel(np.unique(G, axis=0, return_inverse=True)[1]).astype(np.intp)
+
+
 def within_group_variance(scores: np.ndarray, groups: np.ndarray) -> np.ndarray:
     """Pooled score variance along each eigenvector within the cells of the groups.
 
@@ -1023,8 +1049,7 @@ def within_group_variance(scores: np.ndarray, groups: np.ndarray) -> np.ndarray:
     G = np.asarray(groups) > 0
     if G.shape[1] == 0:
         return T.var(axis=0)
-    _, cell = np.unique(G, axis=0, return_inverse=True)
-    cell = np.ravel(cell)
+    cell = group_cells(G)
     counts = np.bincount(cell).astype(float)
     sums = np.zeros((counts.size, T.shape[1]))
     np.add.at(sums, cell, T)

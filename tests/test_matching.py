@@ -243,6 +243,15 @@ def test_check_invariance__covariance_spike_mixed_with_a_mean_shift_stays_stable
     assert "still a spike" in res.reasons[1]
 
 
+def test_group_cells__one_cell_per_membership_pattern_and_one_for_no_groups():
+    from mspca_dask.matching import group_cells
+
+    groups = np.array([[0, 0], [1, 0], [1, 1], [0, 0], [1, 1]], dtype=float)
+    cells = group_cells(groups)
+    assert cells.tolist() == [0, 1, 2, 0, 2] and cells.dtype == np.intp
+    assert group_cells(np.zeros((4, 0))).tolist() == [0, 0, 0, 0]
+
+
 def test_within_group_variance__pools_the_cells_of_overlapping_groups():
     t = np.array([[0.0], [2.0], [10.0], [12.0], [20.0], [22.0]])
     groups = np.array([[0, 0], [0, 0], [1, 0], [1, 0], [1, 1], [1, 1]], dtype=float)

@@ -44,6 +44,7 @@ from ..matching import (
     REFERENCE_MIXED_SHARE,
     between_group_share,
     check_invariance,
+    group_cells,
     group_shift_evidence,
     groups_apart_from_reference,
     mixed_pairs,
@@ -565,10 +566,8 @@ def _finish(
         if np.any(slight):
             finer = split_groups(scores[:, slight], found, random_state=fit.location_seed)
             if finer.shape[1] > found.shape[1]:
-                cells = np.ravel(np.unique(finer > 0, axis=0, return_inverse=True)[1])
-                share = np.where(
-                    slight, np.maximum(share, between_group_share(scores, cells)), share
-                )
+                finer_share = between_group_share(scores, group_cells(finer))
+                share = np.where(slight, np.maximum(share, finer_share), share)
     elif reference is not None:
         ref = np.asarray(reference, dtype=bool)
         share = between_group_share(scores, (~ref).astype(np.intp))
@@ -735,9 +734,8 @@ def _reference_groups(
         return bool(T[:, j].std() <= WIDE_OUTSIDERS * scores[reference, j].std())
 
     def labels_from(columns: list[np.ndarray]) -> np.ndarray:
-        cells = np.unique(np.column_stack(columns) > 0, axis=0, return_inverse=True)[1]
         labels = np.zeros(scores.shape[0], dtype=np.intp)
-        labels[rest] = 1 + np.ravel(cells)
+        labels[rest] = 1 + group_cells(np.column_stack(columns))
         return labels
 
     for i in np.flatnonzero(todo & (shift_z >= z_threshold)):
