@@ -678,7 +678,15 @@ def _reference_groups(
       (:func:`~mspca_dask.matching.reference_group_evidence`), and keeps the larger
       evidence, with its share over those groups.  OutOfAfrica_4J17 with a CEU reference:
       the axis with YRI on one side and CHB and JPT on the other read z 2.27 in seed 2, and
-      reads 23.5 now that another shifted axis separates them.  Groups along covariance
+      reads 23.5 now that another shifted axis separates them.  A pair the next rule shifts
+      by its own groups lends them in turn to the pairs still below, until no pair joins.
+      With three clusters over three pairs (``benchmarks/accuracy.py`` R5 trials 17 and
+      37), the first pair put every cluster in one group, only the second pair's own groups
+      shifted it, and its groups are what separates the two clusters on opposite sides of
+      the reference along the third (z 0.12 with the first pair's groups, 15.0 with both).
+      A pair shifted by this rule lends nothing: it is shifted by borrowed groups, and
+      lending its own chained the borrowing onto R5 trial 31's top covariance spike, which
+      carries 16 % of its variance between the clusters, and flagged it.  Groups along covariance
       pairs are not used here: discrete haplotype groups (0, 1 or 2 copies) along one
       covariance PC are displaced along its neighbours too, and read as populations (8 of 10
       PCs of the genomics benchmark's cohort flagged so);
@@ -743,32 +751,48 @@ def _reference_groups(
         if others:
             labels = labels_from(others)
             share[i] = max(share[i], float(between_group_share(scores[:, [i]], labels)[0]))
-    shifted = spikes & (shift_z >= z_threshold) & (share >= min_share)
-    for i in np.flatnonzero(todo & (shift_z < z_threshold)):
-        found = [along(j) for j in np.flatnonzero(shifted) if j != i and along(j).shape[1]]
-        if not found:
-            continue
-        labels = labels_from(found)
-        z = float(reference_group_evidence(scores[:, [i]], labels)[0])
-        if z > shift_z[i]:
-            shift_z[i] = z
-            share[i] = max(share[i], float(between_group_share(scores[:, [i]], labels)[0]))
-    shifted = spikes & (shift_z >= z_threshold) & (share >= min_share)
-    for i in np.flatnonzero(todo & ~shifted):
-        if not worth_testing(i) or not along(i).shape[1]:
-            continue
-        cells = labels_from([along(i)])[rest]
-        apart = groups_apart_from_reference(scores[reference, i], T[:, i], cells)
-        if not np.any(apart > 0):
-            continue
-        labels = np.zeros(scores.shape[0], dtype=np.intp)
-        labels[rest] = apart  # -1: outsiders with the reference, left out of the evidence
-        z = float(reference_group_evidence(scores[:, [i]], labels)[0])
-        # the share counts the outsiders left with the reference as the reference
-        own = float(between_group_share(scores[:, [i]], np.maximum(labels, 0))[0])
-        if z > shift_z[i] or (z >= z_threshold and own >= min_share):
-            shift_z[i] = max(shift_z[i], z)
-            share[i] = max(share[i], own)
+    weak = todo & (shift_z < z_threshold)
+    own_tested: set[int] = set()
+    # the pairs whose groups the weak pairs are compared with: those shifted by the evidence
+    # and, as they join, those shifted by their own groups apart from the reference
+    lenders = spikes & (shift_z >= z_threshold) & (share >= min_share)
+    while True:
+        for i in np.flatnonzero(weak & ~lenders):
+            found = [along(j) for j in np.flatnonzero(lenders) if j != i and along(j).shape[1]]
+            if not found:
+                continue
+            labels = labels_from(found)
+            z = float(reference_group_evidence(scores[:, [i]], labels)[0])
+            if z > shift_z[i]:
+                shift_z[i] = z
+                share[i] = max(share[i], float(between_group_share(scores[:, [i]], labels)[0]))
+        shifted = spikes & (shift_z >= z_threshold) & (share >= min_share)
+        joined = np.zeros_like(spikes)
+        for i in np.flatnonzero(todo & ~shifted):
+            if i in own_tested:
+                continue  # its own groups do not depend on the other pairs
+            own_tested.add(int(i))
+            if not worth_testing(i) or not along(i).shape[1]:
+                continue
+            cells = labels_from([along(i)])[rest]
+            apart = groups_apart_from_reference(scores[reference, i], T[:, i], cells)
+            if not np.any(apart > 0):
+                continue
+            labels = np.zeros(scores.shape[0], dtype=np.intp)
+            labels[rest] = apart  # -1: outsiders with the reference, left out of the evidence
+            z = float(reference_group_evidence(scores[:, [i]], labels)[0])
+            # the share counts the outsiders left with the reference as the reference
+            own = float(between_group_share(scores[:, [i]], np.maximum(labels, 0))[0])
+            if z > shift_z[i] or (z >= z_threshold and own >= min_share):
+                shift_z[i] = max(shift_z[i], z)
+                share[i] = max(share[i], own)
+                joined[i] = shift_z[i] >= z_threshold and share[i] >= min_share
+        # a pair shifted by its own groups lends them to the weak pairs not yet shifted
+        # (R5 trial 17: clusters at -6.2 and +5.7 along a third pair were one group along
+        # the first, and only the second pair's own groups separate them; z 0.12 -> 15)
+        if not np.any(joined & ~lenders):
+            break
+        lenders = lenders | joined
     return shift_z, share
 
 
