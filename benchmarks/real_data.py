@@ -4,7 +4,9 @@ Data (Debian packages, read directly as PLINK filesets; no conversion step):
 
 * ``bolt-lmm-example``: 379 1000 Genomes phase-1 Europeans x 54,051 SNPs (chr17-22),
   ``EUR_subset.bed/.bim/.fam`` inside ``examples.tar.xz``.  Population labels from the sample
-  ids: NA06*-NA12* are CEU, NA20* TSI, HG01* mostly IBS; HG00* are not given here (unknown).
+  ids: NA06*-NA12* are CEU, NA20* TSI, HG01* mostly IBS, and HG00* GBR or FIN by id range
+  (GBR HG00096-HG00170 and HG00231-HG00265, FIN HG00171-HG00190 and HG00266-HG00399: 88 and
+  93 samples here, the phase-1 panel's 89 GBR, one of them an HG01* id, and 93 FIN).
 * ``gemma-doc``: ``HLC.bed.gz`` (427 samples x 358k SNPs, the gemma example; numeric ids, so
   every population is unknown; positions are all 0 in the ``.bim``).
 
@@ -60,6 +62,12 @@ def eur_label(sample_id: str) -> str:
         return "TSI"
     if sample_id.startswith("HG01"):
         return "IBS (mostly)"
+    if sample_id.startswith("HG00") and sample_id[4:].isdigit():
+        number = int(sample_id[2:])
+        if 96 <= number <= 170 or 231 <= number <= 265:
+            return "GBR"
+        if 171 <= number <= 190 or 266 <= number <= 399:
+            return "FIN"
     return "unknown"
 
 
@@ -109,6 +117,23 @@ def label_means(scores: np.ndarray, labels: np.ndarray) -> dict[str, float]:
     """Mean score per label in units of the score's SD over all samples."""
     z = (scores - scores.mean()) / (scores.std() or 1.0)
     return {str(lab): round(float(z[labels == lab].mean()), 2) for lab in sorted(set(labels))}
+
+
+def label_share(scores: np.ndarray, labels: np.ndarray) -> float | None:
+    """η² of one score over the known labels (``unknown`` samples left out): the share of its
+    variance between the labelled populations, the yardstick of ``genotype_verdicts.py``
+    (>= 0.5 a population axis, < 0.1 a covariance PC); None with fewer than two labels."""
+    known = labels != "unknown"
+    names = sorted(set(labels[known]))
+    if len(names) < 2:
+        return None
+    t = scores[known] - scores[known].mean()
+    total = float(np.sum(t**2))
+    between = sum(
+        float(np.sum(labels[known] == lab)) * float(t[labels[known] == lab].mean()) ** 2
+        for lab in names
+    )
+    return round(between / total, 3) if total > 0 else None
 
 
 def fmt(means: dict[str, float]) -> str:
@@ -327,16 +352,18 @@ def main(argv: list[str] | None = None) -> int:
                     )
                     md += [
                         "",
-                        "| PC | eigenvalue | knockoff (median) | verdict | mean score "
-                        "per label (SD units) |",
-                        "|---|---|---|---|---|",
+                        "| PC | eigenvalue | knockoff (median) | verdict | η² over labels "
+                        "| mean score per label (SD units) |",
+                        "|---|---|---|---|---|---|",
                     ]
                     flagged: dict[str, int] = {}
                     for k in range(len(r["eigenvalue"])):
                         s = scores[inc, k]
+                        eta2 = label_share(s, lab_inc)
                         md.append(
                             f"| {k + 1} | {r['eigenvalue'][k]} | {r['knockoff_median'][k]} | "
-                            f"{r['verdict'][k]} | {fmt(label_means(s, lab_inc))} |"
+                            f"{r['verdict'][k]} | {'—' if eta2 is None else f'{eta2:.3f}'} | "
+                            f"{fmt(label_means(s, lab_inc))} |"
                         )
                         if r["verdict"][k] == "mean shift":
                             z = (s - np.median(s)) / (1.4826 * np.median(np.abs(s - np.median(s))))
@@ -351,6 +378,9 @@ def main(argv: list[str] | None = None) -> int:
                         **{k: v for k, v in r.items() if k not in ("scores", "included")},
                         "label_means": [
                             label_means(scores[inc, k], lab_inc) for k in range(scores.shape[1])
+                        ],
+                        "eta2_over_labels": [
+                            label_share(scores[inc, k], lab_inc) for k in range(scores.shape[1])
                         ],
                         "beyond_6sd_on_mean_shift_components": flagged,
                     }
