@@ -582,8 +582,9 @@ def _finish(
             lend_below=REFERENCE_MIXED_SHARE,
         )
         # the reference carries the covariance spikes: a pair along which it still spreads as
-        # a spike, with little of its variance between the groups, is a covariance spike
-        # leaning towards them (REFERENCE_MIXED_SHARE)
+        # a spike, with little of its variance between the groups (over the groups along the
+        # other pairs too, lend_below above), is a covariance spike leaning towards them
+        # (REFERENCE_MIXED_SHARE)
         within = scores[ref].var(axis=0)
         mixed_max_share = REFERENCE_MIXED_SHARE
     check = check_invariance(
