@@ -159,6 +159,7 @@ def check_invariance(
     share: np.ndarray | None = None,
     min_share: float = 0.0,
     mixed_max_share: float = 1.0,
+    within_of_reference: bool = False,
 ) -> InvarianceCheck:
     """Label the top-K eigenpairs stable (covariance) or not (mean shift or bulk).
 
@@ -218,8 +219,12 @@ def check_invariance(
         Smallest ``share`` of a mean-shift verdict, in ``[0, 1)``.
     mixed_max_share : float
         With ``within`` and ``share``, only a pair whose share is below this can be kept
-        stable as mixed (``fit`` passes :data:`REFERENCE_MIXED_SHARE` with a reference set,
-        whose own variance is then ``within``; 1, no bound, otherwise).
+        stable as mixed (``fit`` passes :data:`REFERENCE_MIXED_SHARE` with a reference set;
+        1, no bound, otherwise).
+    within_of_reference : bool
+        ``within`` is the reference samples' own variance along each pair (``fit`` with a
+        reference set), not a within-group variance: a mixed pair's reason then says it is a
+        covariance spike leaning towards the groups.
 
     Returns
     -------
@@ -320,8 +325,8 @@ def check_invariance(
             assert shift_z is not None
             z_txt = f"{float(shift_z[i]):.3g}"
             displaced = f"stable: groups are displaced along it (shift evidence z = {z_txt}) but "
-            if mixed[i] and share is not None and mixed_max_share < 1.0:
-                assert within is not None
+            if mixed[i] and within_of_reference:
+                assert within is not None and share is not None
                 reasons[i] = displaced + (
                     f"the reference's own variance along it, {float(within[i]):.4g}, is still "
                     f"a spike and only {float(share[i]):.1%} of its variance lies between the "

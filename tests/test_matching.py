@@ -243,6 +243,36 @@ def test_check_invariance__covariance_spike_mixed_with_a_mean_shift_stays_stable
     assert "still a spike" in res.reasons[1]
 
 
+def test_check_invariance__the_reference_variance_reason_only_when_within_is_the_reference():
+    # with a reference set, fit passes the reference's own variance as `within` and says so;
+    # the share bound alone does not decide which reason a mixed pair gets
+    kw = {
+        "threshold": 0.05,
+        "edge": 3.8,
+        "margin": 0.1,
+        "min_overlap": 0.5,
+        "shift_z": np.array([20.0, 5.0]),
+        "z_threshold": 3.3,
+        "within": np.array([2.5, 4.2]),
+        "share": np.array([0.6, 0.2]),
+        "min_share": 0.05,
+        "mixed_max_share": 0.3,
+    }
+    lam, knock = np.array([6.0, 4.5]), np.array([[6.0, 4.5, 3.0]])
+    ov = np.array([[[1.0, 0, 0], [0, 1.0, 0]]])
+    ref = check_invariance(lam, knock, ov, within_of_reference=True, **kw)
+    groups = check_invariance(lam, knock, ov, **kw)
+    assert ref.stable.tolist() == groups.stable.tolist() == [False, True]
+    assert "the reference's own variance along it, 4.2" in ref.reasons[1]
+    assert "leaning towards them" in ref.reasons[1]
+    assert "its variance within the groups, 4.2" in groups.reasons[1]
+    # past the share bound the pair is a mean shift either way
+    wide = check_invariance(
+        lam, knock, ov, within_of_reference=True, **{**kw, "share": np.array([0.6, 0.35])}
+    )
+    assert wide.stable.tolist() == [False, False]
+
+
 def test_group_cells__one_cell_per_membership_pattern_and_one_for_no_groups():
     from mspca_dask.matching import group_cells
 

@@ -557,6 +557,7 @@ def _finish(
     # the reference and the rest; none with a given centre (no groups to compare)
     share = None
     mixed_max_share = 1.0
+    within_of_reference = False
     reference = fit.plan.location.reference
     if groups is not None and inliers is not None:
         share = between_group_share(scores, np.where(inliers, 0, 1 + np.argmax(groups > 0, axis=1)))
@@ -586,6 +587,7 @@ def _finish(
         # other pairs too, lend_below above), is a covariance spike leaning towards them
         # (REFERENCE_MIXED_SHARE)
         within = scores[ref].var(axis=0)
+        within_of_reference = True
         mixed_max_share = REFERENCE_MIXED_SHARE
     check = check_invariance(
         spec.values,
@@ -604,6 +606,7 @@ def _finish(
         share=share,
         min_share=fit.plan.params.min_shift_share,
         mixed_max_share=mixed_max_share,
+        within_of_reference=within_of_reference,
     )
     if not np.any(check.candidate):
         warnings.warn(
