@@ -545,8 +545,8 @@ def groups_apart_from_reference(
 #: pairs when that is larger (``run._reference_groups``, ``lend_below``).  Under the model the
 #: reference carries the covariance spikes, so such a pair is a covariance spike whose sample
 #: eigenvector leans towards the clusters: ``accuracy.py`` R5 trials 9 and 36, 5.2 and 6.5 %
-#: between the groups found; R5 trial 31 16.4 %; R8 trials 0 and 28 12.7 and 10.4 % (12 to 19
-#: % between the true clusters in R8's four failures at the former bound, 10 %).  The bound is
+#: between the groups found; R8 trials 0 and 28, 12.7 and 10.4 % (12 to 19 % between the true
+#: clusters in R8's four failures at the former bound, 10 %).  The bound is
 #: needed because genotypes scaled by the reference's allele frequencies spread the reference
 #: itself along population axes (6 to 16 times its spread along the smallest computed pair in
 #: 500 CEU + 250 YRI + 250 CHB).  Over the groups along the other pairs, every population axis

@@ -689,11 +689,11 @@ def _reference_groups(
       shifted it, and its groups are what separates the two clusters on opposite sides of
       the reference along the third (z 0.12 with the first pair's groups, 15.0 with both).
       A pair shifted by this rule lends nothing: it is shifted by borrowed groups, and
-      lending its own chained the borrowing onto R5 trial 31's top covariance spike, which
-      carries 16 % of its variance between the clusters, and flagged it.  Groups along covariance
-      pairs are not used here: discrete haplotype groups (0, 1 or 2 copies) along one
-      covariance PC are displaced along its neighbours too, and read as populations (8 of 10
-      PCs of the genomics benchmark's cohort flagged so);
+      lending its own chained the borrowing onto R5 trial 31's top covariance spike (16 % of
+      its variance between the groups then, flagged at the former 10 % mixed bound).  Groups
+      along covariance pairs are not used here: discrete haplotype groups (0, 1 or 2 copies)
+      along one covariance PC are displaced along its neighbours too, and read as populations
+      (8 of 10 PCs of the genomics benchmark's cohort flagged so);
     * a pair not yet shifted with its share is compared with its *own* groups that the
       reference does not reach (:func:`~mspca_dask.matching.groups_apart_from_reference`):
       every group of outsiders that lies where the reference has almost no sample, provided
