@@ -38,6 +38,17 @@ __all__ = [
 MCD_MAX_SAMPLES = 4000
 
 
+def _score_columns(scores: np.ndarray) -> np.ndarray:
+    """``scores`` as a float ``(n_samples, k)`` array (one direction: ``(n_samples, 1)``)."""
+    T = np.asarray(scores, dtype=float)
+    return T[:, None] if T.ndim == 1 else T
+
+
+def _with_columns(groups: np.ndarray, new: list[np.ndarray]) -> np.ndarray:
+    """``groups`` followed by the indicator columns ``new`` (``groups`` itself when none)."""
+    return np.column_stack([groups, *new]).astype(float) if new else groups
+
+
 def robust_inlier_weights(
     scores: np.ndarray, *, quantile: float = 0.975, random_state: int = 0
 ) -> np.ndarray:
@@ -73,9 +84,7 @@ def robust_inlier_weights(
     """
     from sklearn.covariance import MinCovDet
 
-    T = np.asarray(scores, dtype=float)
-    if T.ndim == 1:
-        T = T[:, None]
+    T = _score_columns(scores)
     n, k = T.shape
     if n <= k + 1 or k == 0:
         return np.ones(n)
@@ -697,9 +706,7 @@ def candidate_location(
     >>> bool(abs(loc.offsets[0] + 1.8) < 0.2 and abs(loc.offsets[1]) < 0.15)
     True
     """
-    T = np.asarray(scores, dtype=float)
-    if T.ndim == 1:
-        T = T[:, None]
+    T = _score_columns(scores)
     n, k = T.shape
     rng = np.random.default_rng(random_state)
     in_test = np.zeros(n, dtype=bool)
@@ -796,9 +803,7 @@ def split_groups(
     >>> split_groups(T, G).shape[1]
     2
     """
-    T = np.asarray(scores, dtype=float)
-    if T.ndim == 1:
-        T = T[:, None]
+    T = _score_columns(scores)
     n = T.shape[0]
     G = np.asarray(groups, dtype=float).reshape(n, -1)
     new: list[np.ndarray] = []
@@ -813,9 +818,7 @@ def split_groups(
             column = np.zeros(n)
             column[rows] = within[:, j]
             new.append(column)
-    if not new:
-        return G
-    return np.column_stack([G, *new]).astype(float)
+    return _with_columns(G, new)
 
 
 def residual_groups(
@@ -863,9 +866,7 @@ def residual_groups(
     >>> residual_groups(rng.standard_normal((1000, 1)), np.zeros((1000, 0))).shape
     (1000, 0)
     """
-    T = np.asarray(scores, dtype=float)
-    if T.ndim == 1:
-        T = T[:, None]
+    T = _score_columns(scores)
     n, k = T.shape
     G = np.asarray(groups, dtype=float).reshape(n, -1)
     rng = np.random.default_rng(random_state)
@@ -879,6 +880,4 @@ def residual_groups(
         found, _ = _groups_1d(t, _subsample(t, max_samples, rng))
         if found is not None:
             new += _peel(inliers, idx, found[2])
-    if not new:
-        return G
-    return np.column_stack([G, *new]).astype(float)
+    return _with_columns(G, new)

@@ -794,9 +794,9 @@ def _reference_groups(
         # a pair shifted by its own groups lends them to the weak pairs not yet shifted
         # (R5 trial 17: clusters at -6.2 and +5.7 along a third pair were one group along
         # the first, and only the second pair's own groups separate them; z 0.12 -> 15)
-        if not np.any(joined & ~lenders):
+        if not np.any(joined):  # a joined pair was not shifted, so never a lender before
             break
-        lenders = lenders | joined
+        lenders |= joined
     return shift_z, share
 
 
