@@ -62,13 +62,9 @@ COHORTS: dict[str, tuple[str, dict[str, int], float, str]] = {
 
 def eta_squared(scores: np.ndarray, labels: np.ndarray) -> np.ndarray:
     """Between-population share of each column's variance, (n, K) → (K,)."""
-    centred = scores - scores.mean(axis=0)
-    between = np.zeros(scores.shape[1])
-    for label in np.unique(labels):
-        rows = labels == label
-        between += rows.sum() * centred[rows].mean(axis=0) ** 2
-    total = (centred**2).sum(axis=0)
-    return between / np.where(total > 0, total, 1.0)
+    from mspca_dask.matching import between_group_share
+
+    return between_group_share(scores, np.unique(labels, return_inverse=True)[1].ravel())
 
 
 def simulate(name: str, seed: int) -> dict[str, Any]:

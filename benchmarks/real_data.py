@@ -123,17 +123,13 @@ def label_share(scores: np.ndarray, labels: np.ndarray) -> float | None:
     """η² of one score over the known labels (``unknown`` samples left out): the share of its
     variance between the labelled populations, the yardstick of ``genotype_verdicts.py``
     (>= 0.5 a population axis, < 0.1 a covariance PC); None with fewer than two labels."""
+    from mspca_dask.matching import between_group_share
+
     known = labels != "unknown"
-    names = sorted(set(labels[known]))
-    if len(names) < 2:
+    names, codes = np.unique(labels[known], return_inverse=True)
+    if names.size < 2:
         return None
-    t = scores[known] - scores[known].mean()
-    total = float(np.sum(t**2))
-    between = sum(
-        float(np.sum(labels[known] == lab)) * float(t[labels[known] == lab].mean()) ** 2
-        for lab in names
-    )
-    return round(between / total, 3) if total > 0 else None
+    return round(float(between_group_share(scores[known][:, None], codes.ravel())[0]), 3)
 
 
 def fmt(means: dict[str, float]) -> str:
