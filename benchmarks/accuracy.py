@@ -410,6 +410,64 @@ def beyond_plan(quick: bool) -> list[tuple[str, str, object]]:
                 )
             ),
         ),
+        # more features than samples with a reference: the rest's offset from the reference's
+        # mean is the sampling error of both means, of squared norm tr(S)(1/n_ref + 1/n_rest),
+        # and above c = 1 it forms its own eigenvector.  R11 was studied first (every trial
+        # flagged that eigenvector, with no contamination); R12 to R14 were fixed before the
+        # change that study led to and run once after it
+        (
+            "R11 reference, no contamination, 2 cov spikes, d=3000, n=1000",
+            "tuned",
+            with_reference(
+                mk(
+                    1000,
+                    3000,
+                    covariance_spikes=(3 * np.sqrt(3), 2 * np.sqrt(3)),
+                    mean_shift_weights=(),
+                )
+            ),
+        ),
+        (
+            "R12 reference, no contamination, t5, cov spike, d=2400, n=800, noise variance 2",
+            "held out",
+            with_reference(
+                mk(
+                    800,
+                    2400,
+                    covariance_spikes=(3 * np.sqrt(3),),
+                    mean_shift_weights=(),
+                    noise="student-t",
+                    df=5,
+                    noise_variance=2.0,
+                )
+            ),
+        ),
+        (
+            "R13 reference, 2 clusters 8/5 % + cov spike, d=1600, n=1000",
+            "held out",
+            with_reference(
+                mk(
+                    1000,
+                    1600,
+                    covariance_spikes=(3 * np.sqrt(1.6),),
+                    mean_shift_weights=(0.08, 0.05),
+                )
+            ),
+        ),
+        (
+            "R14 reference, one cluster 10 %, d=2000, n=1000, t6",
+            "held out",
+            with_reference(
+                mk(
+                    1000,
+                    2000,
+                    covariance_spikes=(3 * np.sqrt(2.0), 2 * np.sqrt(2.0)),
+                    mean_shift_weights=(0.10,),
+                    noise="student-t",
+                    df=6,
+                )
+            ),
+        ),
     ]
     return plan
 
