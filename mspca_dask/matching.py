@@ -21,6 +21,7 @@ more than ``ε`` and a bulk eigenvector is returned instead.  This module's rule
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -41,6 +42,7 @@ __all__ = [
     "mixed_pairs",
     "between_group_share",
     "reference_group_evidence",
+    "reference_offset",
     "groups_apart_from_reference",
     "model_fit_diagnostics",
 ]
@@ -160,6 +162,9 @@ def check_invariance(
     min_share: float = 0.0,
     mixed_max_share: float = 1.0,
     within_of_reference: bool = False,
+    centring: np.ndarray | None = None,
+    offset: np.ndarray | None = None,
+    offset_bound: float = math.inf,
 ) -> InvarianceCheck:
     """Label the top-K eigenpairs stable (covariance) or not (mean shift or bulk).
 
@@ -225,6 +230,15 @@ def check_invariance(
         ``within`` is the reference samples' own variance along each pair (``fit`` with a
         reference set), not a within-group variance: a mixed pair's reason then says it is a
         covariance spike leaning towards the groups.
+    centring : (K,) bool ndarray or None
+        With a reference set, the pairs whose displacement from the reference is the sampling
+        error of the reference's mean and the rest's (:func:`reference_offset`), with no
+        groups among the rest that add ``min_share`` to the share: shifted by the evidence,
+        they stay stable.
+    offset : (K,) ndarray or None
+        The between-(reference, rest) variance along each pair, quoted in their reasons.
+    offset_bound : float
+        What the sampling error of the two means puts along one direction, quoted likewise.
 
     Returns
     -------
@@ -267,6 +281,7 @@ def check_invariance(
     weak = np.zeros(K, dtype=bool)
     mixed = np.zeros(K, dtype=bool)
     slight = np.zeros(K, dtype=bool)
+    centred = np.zeros(K, dtype=bool)
     if shift_z is not None and z_threshold is not None:
         # the evidence decides: the knockoff moves pair i through s_bi alone (see
         # shift_evidence), so a threshold on |s_bi| / SE_bi is the displacement threshold
@@ -288,6 +303,9 @@ def check_invariance(
             slight = shifted & (np.asarray(share, dtype=float) < min_share)
             mixed &= ~slight
         shifted &= ~mixed & ~slight
+        if centring is not None:
+            centred = shifted & np.asarray(centring, dtype=bool)
+            shifted &= ~centred
         weak = ~shifted & (moved | turned)
         moved = shifted & (moved | ~turned)
         turned = shifted & ~moved
@@ -320,6 +338,15 @@ def check_invariance(
             reasons[i] = (
                 f"mean shift: eigenvector turned, overlap {overlap[i]:.3f} < {min_overlap:.3g} "
                 f"({knock_txt}); eigenvalue moved {displacement[i]:.3g}"
+            )
+        elif centred[i]:
+            assert shift_z is not None and offset is not None
+            reasons[i] = (
+                f"stable: the samples outside the reference sit off it along it (shift "
+                f"evidence z = {float(shift_z[i]):.3g}), but by a between-group variance of "
+                f"{float(offset[i]):.4g}, within {offset_bound:.4g}, what the sampling error of "
+                f"the two sets' means puts along one direction, and they spread like it: the "
+                f"reference's estimated centre, not a displaced group"
             )
         elif mixed[i] or slight[i]:
             assert shift_z is not None
@@ -460,6 +487,92 @@ def reference_group_evidence(scores: np.ndarray, labels: np.ndarray) -> np.ndarr
         chi2 += (T[rows].mean(axis=0) - mean0) ** 2 / np.maximum(se2, tiny)
         dof += 1
     return chi2_z(chi2, dof) if dof else np.zeros(T.shape[1])
+
+
+def reference_offset(
+    scores: np.ndarray,
+    reference: np.ndarray,
+    *,
+    total_variance: float,
+    n_features: int,
+    z: float,
+) -> tuple[np.ndarray, float, np.ndarray]:
+    """The rest's offset from a reference along each pair, against what sampling error gives.
+
+    With no displacement the rest's mean still differs from the reference's by the sampling
+    error of both means, ``Δ = x̄_rest − x̄_ref`` with ``E‖Δ‖² = tr(Σ)(1/n₀ + 1/n₁)``.  Along
+    a unit direction ``u`` the between-group variance of the two sets is
+    ``π₀π₁(uᵀΔ)² ≤ π₀π₁‖Δ‖²``, whose expectation is ``tr(Σ)/n`` whatever the split.  In
+    the scores that between-group term acts as a spike of strength about ``tr(Σ)/n = σ²c``
+    (pure noise, half the samples the reference: top eigenvalue 7.95 against the edge 7.46 at
+    ``c = 3``, where a spike of strength ``c`` would sit at 8.0), which rises above the
+    Marchenko–Pastur bulk once it exceeds ``σ²√c``, for ``c`` above 1.  Its eigenvector
+    takes a large part of ``‖Δ‖²`` (36 to 69 % at ``c`` = 1.5 and 3), so a test of the two
+    means along it *as if it were a fixed direction* finds the rest displaced (shift z 13 to
+    21).
+
+    Such an offset moves the whole rest: along the pair it is the reference's distribution
+    shifted, with the reference's spread.  A displaced group is a part of the rest (the
+    others are inliers like the reference), so it dilutes into a small offset of the rest's
+    mean but widens the rest's spread.  A pair's displacement is put down to the centring
+    when both hold: its offset is within the bound, and the rest's variance along it exceeds
+    the reference's by no more than ``z`` standard errors of their log ratio (each side's
+    standard error from its own kurtosis, ``√((κ − 1)/m)``, so heavy tails widen it).
+
+    Parameters
+    ----------
+    scores : (n_samples, K) ndarray
+    reference : (n_samples,) bool ndarray
+    total_variance : float
+        ``tr(Σ)``, the samples' total variance (the sum of the per-feature variances: with
+        displaced groups in it, an upper bound of the reference's).
+    n_features : int
+        ``d``: ``‖Δ‖²`` sums ``d`` squared errors, so its relative spread is ``√(2/d)``.
+    z : float
+        How many standard errors either condition allows.
+
+    Returns
+    -------
+    offset : (K,) ndarray
+        Between-(reference, rest) variance of each column.
+    bound : float
+        ``tr(Σ)/n · (1 + z √(2/d))``.
+    centring : (K,) bool ndarray
+        Offset within the bound and the rest spread like the reference.
+
+    Examples
+    --------
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.standard_normal((400, 3000))  # no displacement at all, c = 7.5
+    >>> ref = np.arange(400) % 2 == 0
+    >>> delta = X[~ref].mean(axis=0) - X[ref].mean(axis=0)
+    >>> u = delta / np.linalg.norm(delta)  # the direction that takes all of the error
+    >>> X[1:120:2, 1] += 3.0  # 60 of the rest displaced by 3 sd along e1
+    >>> T = np.column_stack([X @ u, X[:, 1]])
+    >>> offset, bound, centring = reference_offset(
+    ...     T, ref, total_variance=3000.0, n_features=3000, z=3.29
+    ... )
+    >>> bool(offset[0] > 0.8 * 3000 / 400 and offset[1] < bound), centring.tolist()
+    (True, [True, False])
+    """
+    T = np.asarray(scores, dtype=float)
+    ref = np.asarray(reference, dtype=bool).ravel()
+    if ref.shape != (T.shape[0],):
+        raise ValueError(f"reference must be ({T.shape[0]},), got shape {np.shape(reference)}")
+    offset = between_group_share(T, (~ref).astype(np.intp)) * T.var(axis=0)
+    bound = total_variance / T.shape[0] * (1.0 + z * math.sqrt(2.0 / max(n_features, 1)))
+    alike = np.zeros(T.shape[1], dtype=bool)
+    if np.count_nonzero(ref) > 2 and np.count_nonzero(~ref) > 2:
+        se2 = np.zeros(T.shape[1])
+        log_var = []
+        for side in (ref, ~ref):
+            dev = T[side] - T[side].mean(axis=0)
+            var = np.maximum(np.mean(dev**2, axis=0), np.finfo(float).tiny)
+            kurtosis = np.mean(dev**4, axis=0) / var**2
+            se2 += np.maximum(kurtosis - 1.0, 0.0) / side.sum()
+            log_var.append(np.log(var))
+        alike = log_var[1] - log_var[0] <= z * np.sqrt(se2)
+    return offset, float(bound), (offset <= bound) & alike
 
 
 def groups_apart_from_reference(

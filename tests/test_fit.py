@@ -977,6 +977,32 @@ def test_fit__reference_a_spike_with_a_tenth_of_its_variance_between_clusters_st
     assert np.all((np.abs(res.eigenvectors[flagged] @ M) >= 0.5).any(axis=0))
 
 
+@pytest.mark.parametrize("trial", [0, 1, 2, 3])
+def test_fit__reference_with_more_features_than_samples_flags_nothing_without_contamination(
+    trial,
+):
+    # benchmarks/accuracy.py R11 in miniature (c = 3, every other sample the reference, no
+    # contamination): the rest's offset from the reference's mean, the sampling error of the
+    # two means (squared norm ~ tr(S)(1/200 + 1/200) = 12), forms an eigenvector of its own
+    # that takes about half of it.  Tested as a fixed direction it read z 7.8 to 14 and was
+    # flagged in every trial (in trial 2 a covariance spike mixed with it was flagged too).
+    model = make_spiked_mixture(
+        400,
+        1200,
+        covariance_spikes=(3 * np.sqrt(3), 2 * np.sqrt(3)),
+        mean_shift_weights=(),
+        random_state=trial,
+    )
+    res = _reference_fit(model, trial)
+    assert not np.any(res.candidate & ~res.stable)
+    centred = [r for r in res.reasons[res.candidate] if "estimated centre" in r]
+    assert centred and all("spread like it" in r for r in centred)
+    spikes = model.clean_top_eigenvectors(2)
+    # both covariance spikes lie in the span of the stable components (in trial 2 the second
+    # is split over two sample eigenvectors with the offset's, 0.78 and 0.61)
+    assert np.all(np.linalg.norm(res.components @ spikes, axis=0) > 0.9)
+
+
 def test_fit__reference_populations_on_both_sides_along_one_axis_only_are_a_mean_shift():
     # OutOfAfrica_4J17 with a CEU reference, in miniature: along e1 two populations sit on
     # opposite sides of the reference (400 at +5, 200 at -10 noise sd), so the outsiders'

@@ -551,6 +551,81 @@ def test_between_group_share__is_one_minus_the_within_share_and_ignores_the_cent
     assert np.all((share >= 0) & (share <= 1))
 
 
+@given(seed=st.integers(0, 2**31 - 1), n_ref=st.integers(20, 200), n_rest=st.integers(20, 200))
+def test_reference_offset__is_the_two_sets_between_variance_and_bounds_the_worst_direction(
+    seed, n_ref, n_rest
+):
+    # the offset along a direction is pi0 pi1 (u'Delta)^2, at most pi0 pi1 |Delta|^2 along
+    # u = Delta / |Delta|, the direction an eigenvector at c > 1 leans towards
+    from mspca_dask.matching import reference_offset
+
+    rng = np.random.default_rng(seed)
+    d = 300
+    X = rng.standard_normal((n_ref + n_rest, d))
+    ref = np.arange(n_ref + n_rest) < n_ref
+    delta = X[~ref].mean(axis=0) - X[ref].mean(axis=0)
+    U = np.column_stack([delta / np.linalg.norm(delta), rng.standard_normal(d)])
+    U[:, 1] /= np.linalg.norm(U[:, 1])
+    offset, bound, _ = reference_offset(X @ U, ref, total_variance=1.0 * d, n_features=d, z=0.0)
+    p0 = n_ref / (n_ref + n_rest)
+    np.testing.assert_allclose(offset[0], p0 * (1 - p0) * (delta @ delta), rtol=1e-10)
+    assert offset[1] <= offset[0] + 1e-12
+    assert bound == pytest.approx(d / (n_ref + n_rest))
+
+
+def test_reference_offset__a_sampling_error_is_centring_a_displaced_part_of_the_rest_is_not():
+    from mspca_dask.matching import reference_offset
+
+    rng = np.random.default_rng(3)
+    n, d = 600, 2400
+    ref = np.arange(n) % 2 == 0
+    for _ in range(20):
+        X = rng.standard_normal((n, d))
+        delta = X[~ref].mean(axis=0) - X[ref].mean(axis=0)
+        t = X @ (delta / np.linalg.norm(delta))  # the direction that takes all of the error
+        offset, bound, centring = reference_offset(
+            t[:, None], ref, total_variance=d, n_features=d, z=3.29
+        )
+        assert offset[0] <= bound and centring[0]
+    # 30 of the 300 outside the reference displaced by 3 sd along e0: the rest's mean moves
+    # by 0.3 sd only (offset 0.0225, far within the bound 4.4), but its spread widens
+    X[1:60:2, 0] += 3.0
+    offset, bound, centring = reference_offset(
+        X[:, :1], ref, total_variance=d, n_features=d, z=3.29
+    )
+    assert offset[0] < bound and not centring[0]
+    # the whole rest displaced by six noise sd: past the bound (9 between, bound 4.4)
+    X[~ref, 1] += 6.0
+    offset, bound, centring = reference_offset(
+        X[:, 1:2], ref, total_variance=d, n_features=d, z=3.29
+    )
+    assert offset[0] > bound and not centring[0]
+
+
+def test_check_invariance__a_pair_the_reference_centring_displaces_stays_stable():
+    kw = {
+        "threshold": 0.05,
+        "edge": 3.8,
+        "margin": 0.1,
+        "min_overlap": 0.5,
+        "shift_z": np.array([20.0, 14.0, 14.0]),
+        "z_threshold": 3.3,
+        "share": np.array([0.6, 0.13, 0.13]),
+        "min_share": 0.05,
+        "offset": np.array([7.0, 0.5, 0.5]),
+        "offset_bound": 1.0,
+    }
+    lam, knock = np.array([12.0, 4.5, 4.0]), np.array([[12.0, 4.5, 4.0, 3.0, 2.9]])
+    ov = np.array([[[1.0, 0, 0, 0, 0], [0, 1.0, 0, 0, 0], [0, 0, 1.0, 0, 0]]])
+    res = check_invariance(lam, knock, ov, centring=np.array([False, True, False]), **kw)
+    # pair 1: the reference's centring (reference_offset); pairs 0 and 2 are not
+    assert res.stable.tolist() == [False, True, False]
+    assert "the reference's estimated centre" in res.reasons[1]
+    assert "between-group variance of 0.5, within 1" in res.reasons[1]
+    # without it the check is as before
+    assert check_invariance(lam, knock, ov, **kw).stable.tolist() == [False, False, False]
+
+
 def test_reference_group_evidence__is_calibrated_with_groups_far_more_spread_than_the_reference():
     from mspca_dask.matching import reference_group_evidence
 

@@ -50,6 +50,7 @@ from ..matching import (
     mixed_pairs,
     model_fit_diagnostics,
     reference_group_evidence,
+    reference_offset,
     shift_evidence,
     shift_z_threshold,
     within_variance,
@@ -558,6 +559,8 @@ def _finish(
     share = None
     mixed_max_share = 1.0
     within_of_reference = False
+    offset = centring = None
+    offset_bound = math.inf
     reference = fit.plan.location.reference
     if groups is not None and inliers is not None:
         share = between_group_share(scores, np.where(inliers, 0, 1 + np.argmax(groups > 0, axis=1)))
@@ -572,6 +575,7 @@ def _finish(
     elif reference is not None:
         ref = np.asarray(reference, dtype=bool)
         share = between_group_share(scores, (~ref).astype(np.intp))
+        two_sets_share = share
         shift_z, share = _reference_groups(
             scores,
             ref,
@@ -589,6 +593,15 @@ def _finish(
         within = scores[ref].var(axis=0)
         within_of_reference = True
         mixed_max_share = REFERENCE_MIXED_SHARE
+        # the rest's offset from the reference is the sampling error of both means, and with
+        # more features than samples that error forms its own eigenvector (R11: flagged in
+        # every trial with no contamination).  A pair whose shift rests on the offset alone,
+        # within what that error puts along one direction, with the rest spreading like the
+        # reference (a displaced group is a part of the rest and widens it), stays stable
+        offset, offset_bound, centring = reference_offset(
+            scores, ref, total_variance=float(np.sum(m.feature_var)), n_features=d, z=z_threshold
+        )
+        centring &= share - two_sets_share < fit.plan.params.min_shift_share
     check = check_invariance(
         spec.values,
         np.stack([sp.values for sp in knock_specs]),
@@ -607,6 +620,9 @@ def _finish(
         min_share=fit.plan.params.min_shift_share,
         mixed_max_share=mixed_max_share,
         within_of_reference=within_of_reference,
+        centring=centring,
+        offset=offset,
+        offset_bound=offset_bound,
     )
     if not np.any(check.candidate):
         warnings.warn(
