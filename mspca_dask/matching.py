@@ -43,6 +43,7 @@ __all__ = [
     "between_group_share",
     "reference_group_evidence",
     "reference_offset",
+    "variance_standard_error",
     "groups_apart_from_reference",
     "model_fit_diagnostics",
 ]
@@ -162,6 +163,7 @@ def check_invariance(
     min_share: float = 0.0,
     mixed_max_share: float = 1.0,
     within_of_reference: bool = False,
+    within_se: np.ndarray | None = None,
     centring: np.ndarray | None = None,
     offset: np.ndarray | None = None,
     offset_bound: float = math.inf,
@@ -230,6 +232,10 @@ def check_invariance(
         ``within`` is the reference samples' own variance along each pair (``fit`` with a
         reference set), not a within-group variance: a mixed pair's reason then says it is a
         covariance spike leaning towards the groups.
+    within_se : (K,) ndarray or None
+        Standard error of ``within`` (:func:`variance_standard_error`): the pair is still a
+        spike unless ``within`` is below the line by ``z_threshold`` standard errors
+        (:func:`mixed_pairs`).
     centring : (K,) bool ndarray or None
         With a reference set, the pairs whose displacement from the reference is the sampling
         error of the reference's mean and the rest's (:func:`reference_offset`), with no
@@ -297,6 +303,7 @@ def check_invariance(
                 margin=margin,
                 share=share,
                 max_share=mixed_max_share,
+                within_se=within_se,
             )
         if share is not None:
             # a pair short of the share is "slight" whatever its within-group variance
@@ -354,10 +361,13 @@ def check_invariance(
             displaced = f"stable: groups are displaced along it (shift evidence z = {z_txt}) but "
             if mixed[i] and within_of_reference:
                 assert within is not None and share is not None
+                spread = f"{float(within[i]):.4g}"
+                if within_se is not None:
+                    spread += f" ± {float(within_se[i]):.2g}"
                 reasons[i] = displaced + (
-                    f"the reference's own variance along it, {float(within[i]):.4g}, is still "
-                    f"a spike and only {float(share[i]):.1%} of its variance lies between the "
-                    f"groups (< {mixed_max_share:.0%}): a covariance spike leaning towards them"
+                    f"the reference's own variance along it, {spread}, is still a spike and "
+                    f"only {float(share[i]):.1%} of its variance lies between the groups "
+                    f"(< {mixed_max_share:.0%}): a covariance spike leaning towards them"
                 )
             elif mixed[i]:
                 assert within is not None
@@ -489,6 +499,43 @@ def reference_group_evidence(scores: np.ndarray, labels: np.ndarray) -> np.ndarr
     return chi2_z(chi2, dof) if dof else np.zeros(T.shape[1])
 
 
+def _variance_and_kurtosis(T: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per column of ``T`` (m, K): the variance (ddof 0) and the kurtosis ``E[(t − t̄)⁴]/var²``."""
+    dev = T - T.mean(axis=0)
+    var = np.maximum(np.mean(dev**2, axis=0), np.finfo(float).tiny)
+    return var, np.mean(dev**4, axis=0) / var**2
+
+
+def variance_standard_error(scores: np.ndarray) -> np.ndarray:
+    """Standard error of each column's sample variance, from the column's own kurtosis.
+
+    ``Var(s²) ≈ σ⁴ (κ − 1)/m`` for ``m`` samples of kurtosis ``κ`` (3 for a Gaussian), so
+    heavy tails widen it: a reference's variance along a pair is an estimate, and a
+    comparison with a fixed line has to allow for it.
+
+    Parameters
+    ----------
+    scores : (m, K) ndarray
+
+    Returns
+    -------
+    se : (K,) ndarray
+
+    Examples
+    --------
+    >>> rng = np.random.default_rng(0)
+    >>> se = variance_standard_error(2.0 * rng.standard_normal((800, 1)))
+    >>> bool(abs(se[0] - 4.0 * np.sqrt(2 / 800)) < 0.03)
+    True
+    """
+    T = np.asarray(scores, dtype=float)
+    T = T[:, None] if T.ndim == 1 else T
+    if T.shape[0] < 2:
+        return np.full(T.shape[1], np.inf)
+    var, kurtosis = _variance_and_kurtosis(T)
+    return var * np.sqrt(np.maximum(kurtosis - 1.0, 0.0) / T.shape[0])
+
+
 def reference_offset(
     scores: np.ndarray,
     reference: np.ndarray,
@@ -566,9 +613,7 @@ def reference_offset(
         se2 = np.zeros(T.shape[1])
         log_var = []
         for side in (ref, ~ref):
-            dev = T[side] - T[side].mean(axis=0)
-            var = np.maximum(np.mean(dev**2, axis=0), np.finfo(float).tiny)
-            kurtosis = np.mean(dev**4, axis=0) / var**2
+            var, kurtosis = _variance_and_kurtosis(T[side])
             se2 += np.maximum(kurtosis - 1.0, 0.0) / side.sum()
             log_var.append(np.log(var))
         alike = log_var[1] - log_var[0] <= z * np.sqrt(se2)
@@ -679,13 +724,16 @@ def mixed_pairs(
     margin: float,
     share: np.ndarray | None = None,
     max_share: float = 1.0,
+    within_se: np.ndarray | None = None,
 ) -> np.ndarray:
     """The pairs the within-group rule of :func:`check_invariance` keeps stable.
 
     A pair is *mixed* when its shift evidence reaches ``z_threshold`` but its score variance
     within the groups is still above the candidate line ``edge + margin`` (or, when six or
     more eigenvalues were computed and all are above that line, above the within-group
-    variance along the smallest of them, the top of the bulk on the same scale).
+    variance along the smallest of them, the top of the bulk on the same scale).  With
+    ``within_se`` it is still a spike unless it is below that line by ``z_threshold`` of its
+    standard errors: the same evidence a mean-shift verdict needs.
 
     Parameters
     ----------
@@ -695,6 +743,9 @@ def mixed_pairs(
         Share of each pair's variance between the groups (:func:`between_group_share`).
     max_share : float
         With ``share``, only a pair whose share is below ``max_share`` can be mixed.
+    within_se : (K,) ndarray or None
+        Standard error of ``within`` (:func:`variance_standard_error`; ``fit`` passes it
+        with a reference set, whose ``within`` is the reference's own sample variance).
 
     Returns
     -------
@@ -705,6 +756,9 @@ def mixed_pairs(
     >>> mixed_pairs(np.array([6.0, 5.0]), np.array([9.0, 9.0]), 3.29, np.array([4.5, 1.2]),
     ...             edge=3.8, margin=0.1).tolist()
     [True, False]
+    >>> mixed_pairs(np.array([6.0, 5.0]), np.array([9.0, 9.0]), 3.29, np.array([3.85, 3.2]),
+    ...             edge=3.8, margin=0.1, within_se=np.array([0.1, 0.1])).tolist()
+    [True, False]
     """
     lam = np.asarray(eigenvalues, dtype=float)
     line = edge + margin
@@ -714,7 +768,10 @@ def mixed_pairs(
         # of where the bulk ends; the within-group variance along that pair is the same
         # line on the scale of ``within``
         line = float(np.asarray(within, dtype=float)[-1])
-    mixed = (np.asarray(shift_z) >= z_threshold) & (np.asarray(within) > line)
+    lines = np.full(lam.shape, line)
+    if within_se is not None:
+        lines -= z_threshold * np.asarray(within_se, dtype=float)
+    mixed = (np.asarray(shift_z) >= z_threshold) & (np.asarray(within) > lines)
     if share is not None and max_share < 1.0:
         mixed &= np.asarray(share, dtype=float) < max_share
     return mixed

@@ -53,6 +53,7 @@ from ..matching import (
     reference_offset,
     shift_evidence,
     shift_z_threshold,
+    variance_standard_error,
     within_variance,
 )
 from .draws import Draws
@@ -559,6 +560,7 @@ def _finish(
     share = None
     mixed_max_share = 1.0
     within_of_reference = False
+    within_se = None
     offset = centring = None
     offset_bound = math.inf
     reference = fit.plan.location.reference
@@ -592,6 +594,10 @@ def _finish(
         # (REFERENCE_MIXED_SHARE)
         within = scores[ref].var(axis=0)
         within_of_reference = True
+        # the reference's variance is an estimate: R8 trial 34 flagged the half of a split
+        # covariance spike along which it read 2.733 against the line 2.740, 0.04 of its
+        # standard errors below; a spike is only ruled out with the evidence a shift needs
+        within_se = variance_standard_error(scores[ref])
         mixed_max_share = REFERENCE_MIXED_SHARE
         # the rest's offset from the reference is the sampling error of both means, and with
         # more features than samples that error forms its own eigenvector (R11: flagged in
@@ -620,6 +626,7 @@ def _finish(
         min_share=fit.plan.params.min_shift_share,
         mixed_max_share=mixed_max_share,
         within_of_reference=within_of_reference,
+        within_se=within_se,
         centring=centring,
         offset=offset,
         offset_bound=offset_bound,
