@@ -595,7 +595,7 @@ def _finish(
         within = scores[ref].var(axis=0)
         within_of_reference = True
         # the reference's variance is an estimate: R8 trial 34 flagged the half of a split
-        # covariance spike along which it read 2.733 against the line 2.740, 0.04 of its
+        # covariance spike along which it read 2.734 against the line 2.740, 0.04 of its
         # standard errors below; a spike is only ruled out with the evidence a shift needs
         within_se = variance_standard_error(scores[ref])
         mixed_max_share = REFERENCE_MIXED_SHARE
