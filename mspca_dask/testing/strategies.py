@@ -134,13 +134,14 @@ def spiked_mixtures(
     r = draw(st.integers(0, min(max_covariance_spikes, d)))
     spikes = draw(st.lists(st.floats(*spike_range, allow_nan=False), min_size=r, max_size=r))
     k = draw(st.integers(0, max_clusters))
-    # Each weight gives at least one member (round(w n) >= 1) and all of them under half.
-    low = math.ceil(0.5 * 100 / n) / 100 + 0.01
-    weights = draw(
-        st.lists(st.floats(low, 0.45 / max(k, 1)), min_size=k, max_size=k)
-        if low <= 0.45 / max(k, 1)
-        else st.just([])
+    # Drawn as member counts, so that rounding cannot take the inliers' majority: weights each
+    # below 0.45 / k rounded up to 5 + 5 of 20 samples (0.225 each), half of them.  Each
+    # cluster has at least one member, at most 0.45 n / k, and all together fewer than n / 2.
+    most = min(math.floor(0.45 * n / max(k, 1)), (n - 1) // 2 // max(k, 1))
+    counts = draw(
+        st.lists(st.integers(1, most), min_size=k, max_size=k) if most >= 1 else st.just([])
     )
+    weights = [c / n for c in counts]
     strengths = draw(
         st.lists(
             st.floats(*strength_range, allow_nan=False),
