@@ -499,11 +499,13 @@ def reference_group_evidence(scores: np.ndarray, labels: np.ndarray) -> np.ndarr
     return chi2_z(chi2, dof) if dof else np.zeros(T.shape[1])
 
 
-def _variance_and_kurtosis(T: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Per column of ``T`` (m, K): the variance (ddof 0) and the kurtosis ``E[(t − t̄)⁴]/var²``."""
+def _variance_and_relative_error2(T: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per column of ``T`` (m, K): the variance (ddof 0) and its squared relative standard
+    error ``(κ − 1)/m``, with ``κ = E[(t − t̄)⁴]/var²`` the column's own kurtosis."""
     dev = T - T.mean(axis=0)
     var = np.maximum(np.mean(dev**2, axis=0), np.finfo(float).tiny)
-    return var, np.mean(dev**4, axis=0) / var**2
+    kurtosis = np.mean(dev**4, axis=0) / var**2
+    return var, np.maximum(kurtosis - 1.0, 0.0) / T.shape[0]
 
 
 def variance_standard_error(scores: np.ndarray) -> np.ndarray:
@@ -532,8 +534,8 @@ def variance_standard_error(scores: np.ndarray) -> np.ndarray:
     T = T[:, None] if T.ndim == 1 else T
     if T.shape[0] < 2:
         return np.full(T.shape[1], np.inf)
-    var, kurtosis = _variance_and_kurtosis(T)
-    return var * np.sqrt(np.maximum(kurtosis - 1.0, 0.0) / T.shape[0])
+    var, relative_error2 = _variance_and_relative_error2(T)
+    return var * np.sqrt(relative_error2)
 
 
 def reference_offset(
@@ -613,8 +615,9 @@ def reference_offset(
         se2 = np.zeros(T.shape[1])
         log_var = []
         for side in (ref, ~ref):
-            var, kurtosis = _variance_and_kurtosis(T[side])
-            se2 += np.maximum(kurtosis - 1.0, 0.0) / side.sum()
+            # the standard error of log var is the variance's relative standard error
+            var, relative_error2 = _variance_and_relative_error2(T[side])
+            se2 += relative_error2
             log_var.append(np.log(var))
         alike = log_var[1] - log_var[0] <= z * np.sqrt(se2)
     return offset, float(bound), (offset <= bound) & alike
