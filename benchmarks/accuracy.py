@@ -500,6 +500,48 @@ def beyond_plan(quick: bool) -> list[tuple[str, str, object]]:
                 )
             ),
         ),
+        # fixed before the reference's own-groups rule was reconsidered on R16 trial 38 (two
+        # clusters overlapping the reference's tails along a pair no other pair separated
+        # them on); run once after it
+        (
+            "R17 reference, 2 clusters 6/4 % + 2 cov spikes, d=800, n=1600, t6",
+            "held out",
+            with_reference(
+                mk(
+                    1600,
+                    800,
+                    covariance_spikes=(2.5 * np.sqrt(0.5), 2 * np.sqrt(0.5)),
+                    mean_shift_weights=(0.06, 0.04),
+                    noise="student-t",
+                    df=6,
+                )
+            ),
+        ),
+        (
+            "R18 reference, no contamination, 3 cov spikes, d=2000, n=1200, noise variance 1.5",
+            "held out",
+            with_reference(
+                mk(
+                    1200,
+                    2000,
+                    covariance_spikes=tuple(f * np.sqrt(2000 / 1200) for f in (3, 2.5, 2)),
+                    mean_shift_weights=(),
+                    noise_variance=1.5,
+                )
+            ),
+        ),
+        (
+            "R19 reference, one cluster 8 % + 2 cov spikes, d=1000, n=1000",
+            "held out",
+            with_reference(
+                mk(
+                    1000,
+                    1000,
+                    covariance_spikes=(2.5, 2.0),
+                    mean_shift_weights=(0.08,),
+                )
+            ),
+        ),
     ]
     return plan
 
