@@ -27,6 +27,8 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.special import bdtr, gammainc, gammaincc, gammaln, ndtri, ndtri_exp
 
+from .location import density_groups
+
 __all__ = [
     "InvarianceCheck",
     "max_overlap_assignment",
@@ -630,6 +632,7 @@ def groups_apart_from_reference(
     *,
     max_spread: float = 2.0,
     max_ratio: float = 0.1,
+    max_ratio_unimodal: float = 0.5,
     alpha: float = 1e-3,
 ) -> np.ndarray:
     """Which groups of non-reference samples along one direction the reference does not reach.
@@ -639,7 +642,17 @@ def groups_apart_from_reference(
     the reference holds at most ``max_ratio`` of the samples it would hold in the central
     90 % interval of the group's scores if it were distributed like the non-reference
     samples (``n₀ p``, ``p`` their share in that interval), and that shortfall is significant
-    (binomial ``P(K <= k) <= alpha``).  The groups are kept only if the non-reference samples
+    (binomial ``P(K <= k) <= alpha``).  Where the reference's own scores have separated modes
+    (:func:`~mspca_dask.location.density_groups`: discrete haplotype groups, 0, 1 or 2 copies,
+    along a linkage PC), populations that carry them at other frequencies move samples
+    between modes the reference holds too, so nine in ten of the interval's expected
+    reference samples must be missing (``max_ratio``).  Where the reference has one mode,
+    it has no such groups to share, and a group is apart when the reference's distribution
+    accounts for at most half of the samples in its interval (``max_ratio_unimodal``): two
+    clusters at -5.1 and +4.1 along a pair, the reference at 0 with a standard deviation of
+    1.6, hold 11 and 28 % of the reference samples they would hold if they were the rest's
+    (``benchmarks/accuracy.py`` R16 trial 38, where no other pair separated them).  The
+    groups are kept only if the non-reference samples
     left with the reference spread like it: a standard deviation at most ``max_spread``
     times the reference's.  A direction along which they spread far wider (genotypes
     standardised by a reference's allele frequencies: variants rare in the reference give
@@ -655,6 +668,15 @@ def groups_apart_from_reference(
         The other samples' scores along it.
     cells : (m,) int ndarray
         Their groups along it (any integer labels; one label: no groups).
+    max_spread : float
+        Largest standard deviation of the outsiders left with the reference, in the
+        reference's.
+    max_ratio, max_ratio_unimodal : float
+        Largest share of its expected samples the reference may hold in an apart group's
+        interval, where the reference has separated modes along the direction and where it
+        has one.
+    alpha : float
+        Level of the binomial shortfall.
 
     Returns
     -------
@@ -682,13 +704,14 @@ def groups_apart_from_reference(
     n0 = r.size
     if n0 < 2 or t.size < 2:
         return labels
+    ratio = max_ratio if density_groups(r) is not None else max_ratio_unimodal
     found = 0
     for c in np.unique(cell):
         rows = cell == c
         lo, hi = np.quantile(t[rows], [0.05, 0.95])
         k = int(np.count_nonzero((r >= lo) & (r <= hi)))
         p = float(np.mean((t >= lo) & (t <= hi)))
-        if k <= max_ratio * p * n0 and bdtr(k, n0, p) <= alpha:
+        if k <= ratio * p * n0 and bdtr(k, n0, p) <= alpha:
             found += 1
             labels[rows] = found
     if not found:

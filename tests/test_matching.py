@@ -662,6 +662,24 @@ def test_groups_apart_from_reference__labels_groups_the_reference_does_not_reach
     np.testing.assert_array_equal(labels, np.repeat([-1, 1], [100, 80]))
 
 
+def test_groups_apart_from_reference__a_cluster_in_a_unimodal_references_tail_is_apart():
+    # R16 trial 38 in miniature: a cluster 2.9 reference standard deviations out, its interval
+    # reaching into the reference's tail (about a quarter of the reference samples it would
+    # hold as part of the rest).  The reference has one mode, so a majority is enough; with
+    # the strict ratio that discrete reference modes need, the cluster is missed
+    from mspca_dask.matching import groups_apart_from_reference
+
+    rng = np.random.default_rng(3)
+    ref = 1.6 * rng.standard_normal(616)
+    t = np.concatenate([1.6 * rng.standard_normal(600), 4.6 + 0.9 * rng.standard_normal(60)])
+    cells = np.repeat([0, 1], [600, 60])
+    np.testing.assert_array_equal(
+        groups_apart_from_reference(ref, t, cells), np.repeat([-1, 1], [600, 60])
+    )
+    strict = groups_apart_from_reference(ref, t, cells, max_ratio_unimodal=0.1)
+    assert strict.max() == -1
+
+
 def test_groups_apart_from_reference__haplotype_groups_the_reference_shares_are_not_apart():
     # three discrete groups (0, 1, 2 copies) along a linkage PC, in the reference and outside
     # it at other frequencies (50/40/10 % against 20/50/30 %): the reference holds its share
