@@ -647,13 +647,13 @@ def groups_apart_from_reference(
     along a linkage PC), populations that carry them at other frequencies move samples
     between modes the reference holds too, so nine in ten of the interval's expected
     reference samples must be missing (``max_ratio``).  Where the reference has one mode,
-    it has no such groups to share, and a group is apart when the reference's distribution
-    accounts for at most half of the samples in its interval (``max_ratio_unimodal``): two
-    clusters at -5.1 and +4.1 along a pair, the reference at 0 with a standard deviation of
-    1.6, hold 11 and 28 % of the reference samples they would hold if they were the rest's
-    (``benchmarks/accuracy.py`` R16 trial 38, where no other pair separated them).  The
-    groups are kept only if the non-reference samples
-    left with the reference spread like it: a standard deviation at most ``max_spread``
+    it has no such groups to share, and a group is apart when the reference holds at most
+    half of the samples it would hold there (``max_ratio_unimodal``; fewer than 20 reference
+    samples count as one mode): along a pair with two clusters at -5.1 and +4.1 and the
+    reference at 0 with a standard deviation of 1.6, the reference holds 11 and 28 % of them
+    in the clusters' intervals (``benchmarks/accuracy.py`` R16 trial 38, where no other pair
+    separated them).  The groups are kept only if the non-reference samples left with the
+    reference spread like it: a standard deviation at most ``max_spread``
     times the reference's.  A direction along which they spread far wider (genotypes
     standardised by a reference's allele frequencies: variants rare in the reference give
     its outsiders a spread 10 to 40 times the reference's along a linkage PC) is covariance
