@@ -633,7 +633,6 @@ def groups_apart_from_reference(
     max_spread: float = 2.0,
     max_ratio: float = 0.1,
     max_ratio_unimodal: float = 0.5,
-    max_group_spread: float = 5.0,
     alpha: float = 1e-3,
 ) -> np.ndarray:
     """Which groups of non-reference samples along one direction the reference does not reach.
@@ -659,17 +658,7 @@ def groups_apart_from_reference(
     standardised by a reference's allele frequencies: variants rare in the reference give
     its outsiders a spread 10 to 40 times the reference's along a linkage PC) is covariance
     outside the reference, whose tails and haplotype groups lie apart from the reference
-    without being displaced populations.  So is a direction along which the groups apart
-    spread, each about its own mean, far wider than the reference: a displaced group is the
-    reference's distribution moved, so it spreads like it (the clusters of
-    ``benchmarks/accuracy.py``'s reference rows: 0.56 to 1.95 times the reference's standard
-    deviation, 300 groups), and populations differ in diversity but not by that much (the
-    Yoruba and East Asian groups along the population axes of OutOfAfrica_4J17 with a CEU
-    reference: 1.4 to 4.3 times CEU's, pooled over the groups 1.5 to 3.2), while the
-    haplotype groups that outsiders form along a linkage PC pooled 6.7 and 11.3 times the
-    reference's (AmericanAdmixture_4B18 seed 1 PC3, OutOfAfrica_4J17 seed 5 PC3).  The
-    groups are kept only while their pooled within-group standard deviation is at most
-    ``max_group_spread`` times the reference's.
+    without being displaced populations.
 
     Parameters
     ----------
@@ -681,9 +670,6 @@ def groups_apart_from_reference(
         Their groups along it (any integer labels; one label: no groups).
     max_spread : float
         Largest standard deviation of the outsiders left with the reference, in the
-        reference's.
-    max_group_spread : float
-        Largest standard deviation of the groups apart about their own means, pooled, in the
         reference's.
     max_ratio, max_ratio_unimodal : float
         Largest share of its expected samples the reference may hold in an apart group's
@@ -733,12 +719,6 @@ def groups_apart_from_reference(
     near = labels < 0
     sd0 = r.std()
     if np.count_nonzero(near) > 1 and t[near].std() > max_spread * sd0:
-        labels[:] = -1
-        return labels
-    apart = labels[~near]
-    group_means = np.bincount(apart, weights=t[~near]) / np.maximum(np.bincount(apart), 1)
-    pooled_sd = float(np.sqrt(np.mean((t[~near] - group_means[apart]) ** 2)))
-    if pooled_sd > max_group_spread * sd0:
         labels[:] = -1
     return labels
 
