@@ -65,6 +65,7 @@ BLOCK_ROWS = 1024
 _BLOCK_ELEMENTS = 2**24
 
 _NOISES = ("gaussian", "student-t")
+_SPIKE_DISTRIBUTIONS = ("gaussian", "exponential")
 
 # Indices of the independent streams spawned from SeedSequence(random_state).
 _STREAM_COV_DIRECTIONS = 0
@@ -113,6 +114,10 @@ class SpikedMixture:
         Degrees of freedom of the Student-t noise (``> 2``), else None.
     seed : int
         The ``random_state`` the model was drawn from; the noise blocks derive from it.
+    spike_distribution : {"gaussian", "exponential"}
+        Distribution of each sample's factor along a covariance direction ``u_k``:
+        ``"exponential"`` is a standardised Exp(1) (mean 0, variance 1, skewness 2), a skewed
+        covariance PC as allele counts give; the covariance ``Σ`` is the same for both.
     """
 
     n_samples: int
@@ -127,6 +132,7 @@ class SpikedMixture:
     noise: str
     df: float | None
     seed: int
+    spike_distribution: str = "gaussian"
 
     def __post_init__(self) -> None:
         # Freeze the arrays too: a frozen model whose directions could be edited in place would
@@ -160,6 +166,8 @@ class SpikedMixture:
         weights = ", ".join(f"{v:.4g}" for v in self.mean_shift_weights)
         strengths = ", ".join(f"{v:.4g}" for v in self.mean_shift_strengths)
         df = f", df={self.df:g}" if self.df is not None else ""
+        if self.spike_distribution != "gaussian":
+            df += f", spike_distribution={self.spike_distribution!r}"
         return (
             f"SpikedMixture(n_samples={self.n_samples}, n_features={self.n_features}, "
             f"covariance_spikes=({spikes}), mean_shift_weights=({weights}), "
@@ -180,6 +188,7 @@ class SpikedMixture:
             self.noise,
             self.df,
             self.seed,
+            self.spike_distribution,
         )
 
     # ------------------------------------------------------------------ generation
@@ -211,10 +220,15 @@ class SpikedMixture:
             z = rng.standard_t(self.df, size=(m, self.n_features))
             z *= math.sqrt((self.df - 2.0) / self.df)
         if self.covariance_spikes:
-            # Σ^{1/2} = I + U diag(sqrt(1 + ℓ) - 1) Uᵀ (U orthonormal), applied to rows.
             U = self.covariance_directions
-            scale = np.sqrt(1.0 + np.asarray(self.covariance_spikes)) - 1.0
-            z += ((z @ U) * scale) @ U.T
+            root = np.sqrt(1.0 + np.asarray(self.covariance_spikes))
+            if self.spike_distribution == "gaussian":
+                # Σ^{1/2} = I + U diag(sqrt(1 + ℓ) - 1) Uᵀ (U orthonormal), applied to rows.
+                z += ((z @ U) * (root - 1.0)) @ U.T
+            else:
+                # the factors along U replaced by skewed ones of the same variance 1 + ℓ
+                factors = rng.standard_exponential((m, U.shape[1])) - 1.0
+                z += (factors * root - z @ U) @ U.T
         if self.noise_variance != 1.0:
             z *= math.sqrt(self.noise_variance)
         return z
@@ -535,6 +549,7 @@ def make_spiked_mixture(
     noise: str = "gaussian",
     df: float | None = None,
     random_state: int | None = 0,
+    spike_distribution: str = "gaussian",
 ) -> SpikedMixture:
     """Draw the parameters of a spiked covariance model with mean-shift clusters.
 
@@ -558,6 +573,10 @@ def make_spiked_mixture(
     random_state : int or None, default 0
         Seed of :class:`numpy.random.SeedSequence`; None draws fresh entropy (recorded in
         :attr:`SpikedMixture.seed`, so the model is still reproducible).
+    spike_distribution : {"gaussian", "exponential"}, default "gaussian"
+        Distribution of each sample's factor along a covariance direction; "exponential"
+        makes every covariance spike a skewed PC (standardised Exp(1), skewness 2) with the
+        same covariance.  The Gaussian default draws the same data as before this option.
 
     Returns
     -------
@@ -647,6 +666,11 @@ def make_spiked_mixture(
             )
     elif df is not None:
         raise ParameterError(f"df is only used with noise='student-t' (got df={df!r})")
+    if spike_distribution not in _SPIKE_DISTRIBUTIONS:
+        raise ParameterError(
+            f"spike_distribution must be one of {list(_SPIKE_DISTRIBUTIONS)} "
+            f"(not {spike_distribution!r})"
+        )
 
     if random_state is None:
         seed = int(np.random.SeedSequence().entropy)  # type: ignore[arg-type]
@@ -703,6 +727,7 @@ def make_spiked_mixture(
         noise=noise,
         df=df if noise == "student-t" else None,
         seed=seed,
+        spike_distribution=spike_distribution,
     )
 
 
