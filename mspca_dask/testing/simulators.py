@@ -65,7 +65,7 @@ BLOCK_ROWS = 1024
 _BLOCK_ELEMENTS = 2**24
 
 _NOISES = ("gaussian", "student-t")
-_SPIKE_DISTRIBUTIONS = ("gaussian", "exponential")
+_SPIKE_DISTRIBUTIONS = ("gaussian", "exponential", "chi2")
 
 # Indices of the independent streams spawned from SeedSequence(random_state).
 _STREAM_COV_DIRECTIONS = 0
@@ -114,10 +114,11 @@ class SpikedMixture:
         Degrees of freedom of the Student-t noise (``> 2``), else None.
     seed : int
         The ``random_state`` the model was drawn from; the noise blocks derive from it.
-    spike_distribution : {"gaussian", "exponential"}
+    spike_distribution : {"gaussian", "exponential", "chi2"}
         Distribution of each sample's factor along a covariance direction ``u_k``:
-        ``"exponential"`` is a standardised Exp(1) (mean 0, variance 1, skewness 2), a skewed
-        covariance PC as allele counts give; the covariance ``Σ`` is the same for both.
+        ``"exponential"`` is a standardised Exp(1) (mean 0, variance 1, skewness 2) and
+        ``"chi2"`` a standardised χ²₁ (skewness 2√2), skewed covariance PCs as allele counts
+        give; the covariance ``Σ`` is the same for all.
     """
 
     n_samples: int
@@ -227,7 +228,10 @@ class SpikedMixture:
                 z += ((z @ U) * (root - 1.0)) @ U.T
             else:
                 # the factors along U replaced by skewed ones of the same variance 1 + ℓ
-                factors = rng.standard_exponential((m, U.shape[1])) - 1.0
+                if self.spike_distribution == "exponential":
+                    factors = rng.standard_exponential((m, U.shape[1])) - 1.0
+                else:
+                    factors = (rng.standard_normal((m, U.shape[1])) ** 2 - 1.0) / math.sqrt(2.0)
                 z += (factors * root - z @ U) @ U.T
         if self.noise_variance != 1.0:
             z *= math.sqrt(self.noise_variance)
@@ -573,10 +577,11 @@ def make_spiked_mixture(
     random_state : int or None, default 0
         Seed of :class:`numpy.random.SeedSequence`; None draws fresh entropy (recorded in
         :attr:`SpikedMixture.seed`, so the model is still reproducible).
-    spike_distribution : {"gaussian", "exponential"}, default "gaussian"
+    spike_distribution : {"gaussian", "exponential", "chi2"}, default "gaussian"
         Distribution of each sample's factor along a covariance direction; "exponential"
-        makes every covariance spike a skewed PC (standardised Exp(1), skewness 2) with the
-        same covariance.  The Gaussian default draws the same data as before this option.
+        (standardised Exp(1), skewness 2) and "chi2" (standardised χ²₁, skewness 2√2) make
+        every covariance spike a skewed PC with the same covariance.  The Gaussian default
+        draws the same data as before this option.
 
     Returns
     -------
