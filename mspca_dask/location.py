@@ -133,7 +133,8 @@ def robust_inlier_weights(
 #: random, seeded); group means are then taken over every sample.  BIC on all of a very large
 #: sample rejects any slightly misspecified unimodal shape, and the fits stay cheap.
 TEST_MAX_SAMPLES = 4000
-#: BIC margin by which a two-component mixture must beat a Gaussian and a Johnson SU.
+#: BIC margin by which a two-component mixture must beat a Gaussian and a Johnson SU (and, when
+#: a group is confirmed along its own displacement, an exponentially modified Gaussian).
 BIC_MARGIN = 2.0
 #: Smallest weight of the minor mixture component (and smallest mass of a density group).
 MIN_GROUP_WEIGHT = 0.05
@@ -374,6 +375,60 @@ def _johnson_su_refit(x: np.ndarray, counts: np.ndarray, start: tuple[float, ...
     return -best if best < 1e299 else -np.inf
 
 
+def _ex_gaussian_fit(
+    x: np.ndarray,
+    counts: np.ndarray | None = None,
+    start: tuple[float, ...] | None = None,
+) -> tuple[float, tuple[float, ...] | None]:
+    """Maximum-likelihood exponentially modified Gaussian: ``(loglik, (sign, mu, log sigma,
+    log tau))``; ``(-inf, None)`` if none.
+
+    A Gaussian ``N(mu, sigma²)`` plus an independent exponential of mean ``tau``, reflected
+    (``sign = -1``) when the sample is skewed to the left: a skewed factor seen through
+    Gaussian noise, as a covariance PC with skewed scores is.  Its skewness (0 to 2) and
+    kurtosis lie between the Gaussian and the gamma line, below the lognormal line that bounds
+    the Johnson SU family, which cannot take them.  Started from the moments (or ``start``),
+    L-BFGS on
+    ``(mu, log sigma, log tau)``; with ``counts``, ``x`` holds values seen ``counts`` times.
+    Never below the start's own log-likelihood.
+    """
+    from scipy import optimize, stats
+
+    x = np.asarray(x, dtype=float)
+    c = np.ones(x.size) if counts is None else np.asarray(counts, dtype=float)
+    m = c.sum()
+    if start is None:
+        mean = float(c @ x / m)
+        var = float(c @ (x - mean) ** 2 / m)
+        if not var > 0:
+            return -np.inf, None
+        skew = float(c @ (x - mean) ** 3 / m) / var**1.5
+        sign = 1.0 if skew >= 0 else -1.0
+        # moments: var = sigma² + tau², skewness = 2 tau³ / var^1.5
+        tau = np.sqrt(var) * (min(max(abs(skew), 0.05), 1.9) / 2) ** (1 / 3)
+        sigma = np.sqrt(max(var - tau**2, 0.05 * var))
+        q0 = np.array([sign * mean - tau, np.log(sigma), np.log(tau)])
+    else:
+        sign, q0 = start[0], np.asarray(start[1:], dtype=float)
+    y = sign * x
+
+    def negative_loglik(q: np.ndarray) -> float:
+        mu, log_sigma, log_tau = q
+        sigma = np.exp(log_sigma)
+        with np.errstate(all="ignore"):
+            ll = float(c @ stats.exponnorm.logpdf(y, np.exp(log_tau) / sigma, mu, sigma))
+        return -ll if np.isfinite(ll) else 1e300
+
+    f0 = negative_loglik(q0)
+    with warnings.catch_warnings(), np.errstate(all="ignore"):
+        warnings.simplefilter("ignore")
+        res = optimize.minimize(negative_loglik, q0, method="L-BFGS-B")
+    f, q = (float(res.fun), res.x) if res.fun < f0 else (f0, q0)
+    if f >= 1e299:
+        return -np.inf, None
+    return -f, (sign, *(float(v) for v in q))
+
+
 def gaussian_mixture(
     t: np.ndarray, k: int, *, n_iter: int = 200
 ) -> tuple[float, np.ndarray, np.ndarray, float]:
@@ -464,17 +519,20 @@ def _mixture_em(
 
 
 def _best_mixture(
-    t: np.ndarray, *, refit_on: np.ndarray | None = None
+    t: np.ndarray, *, refit_on: np.ndarray | None = None, skewed: bool = False
 ) -> tuple[float, np.ndarray, np.ndarray, float]:
     """(evidence, means, weights, var) of the 2- or 3-component mixture with the lower BIC.
 
-    Every model is fitted to ``t``.  With ``refit_on`` (a larger sample that holds ``t``),
-    each fit is then carried on to it from where it stopped on ``t`` (Johnson SU by L-BFGS,
-    the mixtures by EM), on its :data:`REFIT_BINS`-bin histogram, and the BICs are those of
+    The unimodal shapes it must beat are a Gaussian and a Johnson SU, and with ``skewed`` an
+    exponentially modified Gaussian too.  Every model is fitted to ``t``.  With ``refit_on``
+    (a larger sample that holds ``t``), each fit is then carried on to it from where it
+    stopped on ``t`` (Johnson SU and the exponentially modified Gaussian by L-BFGS, the
+    mixtures by EM), on its :data:`REFIT_BINS`-bin histogram, and the BICs are those of
     ``refit_on``.
     """
     fits = {k: gaussian_mixture(t, k) for k in (2, 3)}
     ll_jsu, jsu = _johnson_su_fit(t)
+    ll_exg, exg = _ex_gaussian_fit(t) if skewed else (-np.inf, None)
     ll_gauss = _normal_loglik(t)
     m = t.size
     if refit_on is not None:
@@ -484,10 +542,12 @@ def _best_mixture(
         m = int(c.sum())
         fits = {k: _mixture_em(x, mu, w, var, counts=c) for k, (_, mu, w, var) in fits.items()}
         ll_jsu = _johnson_su_refit(x, c, jsu) if jsu is not None else -np.inf
+        ll_exg = _ex_gaussian_fit(x, c, start=exg)[0] if exg is not None else -np.inf
         ll_gauss = _normal_loglik(x, c)
     bic_gauss = -2 * ll_gauss + 2 * np.log(m)
     bic_jsu = -2 * ll_jsu + 4 * np.log(m)
-    unimodal = min(bic_gauss, bic_jsu)
+    bic_exg = -2 * ll_exg + 3 * np.log(m)
+    unimodal = min(bic_gauss, bic_jsu, bic_exg)
     best: tuple[float, np.ndarray, np.ndarray, float] | None = None
     for k, (ll, means, w, var) in fits.items():
         bic = -2 * ll + (2 * k) * np.log(m)  # k means, k - 1 weights, one variance
@@ -529,11 +589,12 @@ def mixture_evidence(t: np.ndarray) -> tuple[float, float, float]:
 
 
 def _groups_1d(
-    t: np.ndarray, sub: np.ndarray
+    t: np.ndarray, sub: np.ndarray, *, skewed: bool = False
 ) -> tuple[tuple[str, float, list[np.ndarray]] | None, float]:
     """Test one direction: ``((method, offset, non-main group masks) or None, evidence)``.
 
-    ``sub`` is the test subsample of ``t``.  When ``t`` is larger and the subsample's mixture
+    ``sub`` is the test subsample of ``t``; ``skewed``: the mixture must beat an exponentially
+    modified Gaussian too (:func:`_best_mixture`).  When ``t`` is larger and the subsample's mixture
     evidence is above :data:`REFIT_FROM`, the fits are carried on to all of ``t`` and decided
     there.
     """
@@ -546,11 +607,11 @@ def _groups_1d(
         return ("modes", float(t[label == main].mean()), groups), float("inf")
     if sub.size < 20:
         return None, -np.inf
-    ev, means, w, var = _best_mixture(sub)
+    ev, means, w, var = _best_mixture(sub, skewed=skewed)
     if t.size > sub.size and ev > REFIT_FROM:
         # decided on every score: the subsample's verdict is noisy near the margin, and the
         # main component's mean (the offset) is better estimated from all of them
-        ev, means, w, var = _best_mixture(sub, refit_on=t)
+        ev, means, w, var = _best_mixture(sub, refit_on=t, skewed=skewed)
     if ev > BIC_MARGIN and w.min() >= MIN_GROUP_WEIGHT:
         main = int(np.argmax(w))
         # each sample joins the component its posterior favours; the non-main ones are groups
@@ -636,6 +697,38 @@ def _split_groups(T: np.ndarray, groups: list[np.ndarray]) -> list[np.ndarray]:
     return out
 
 
+def _confirm_groups(
+    T: np.ndarray, groups: list[np.ndarray], inliers: np.ndarray, in_test: np.ndarray
+) -> list[bool]:
+    """Whether each group is a mixture with the inliers along its own displacement.
+
+    A mixture fit along one direction can give a component to the long tail of a skewed
+    covariance PC that the direction carries (measured, skewed spikes among two clusters:
+    a three-component fit along a cluster's direction took the cluster and 48-64 inliers
+    whose factor on the spike averaged 2.6-2.8 of its standard deviations; the pair then
+    read 26-39 % of its variance between the groups, shift z 21-34).  Such a group's
+    displacement points along the skewed PC, and there the inliers with it are one skewed
+    shape, which the unimodal fits take; a cluster's are still a mixture.  So each group is
+    tested again (:func:`_groups_1d`) on the inliers and its own samples, projected on the
+    difference of their means; a group that is not a mixture there is returned to
+    ``inliers`` (in place, in turn).  ``in_test`` marks the rows the fits may use.
+    """
+    kept = []
+    for group in groups:
+        delta = T[group].mean(axis=0) - T[inliers].mean(axis=0)
+        norm = float(np.linalg.norm(delta))
+        idx = np.flatnonzero(inliers | group)
+        if not norm > 0 or idx.size < 20:
+            kept.append(True)
+            continue
+        z = T[idx] @ (delta / norm)
+        found, _ = _groups_1d(z, z[in_test[idx]], skewed=True)
+        kept.append(found is not None)
+        if found is None:
+            inliers |= group
+    return kept
+
+
 def _peel(inliers: np.ndarray, idx: np.ndarray, parts: list[np.ndarray]) -> list[np.ndarray]:
     """The groups ``parts`` (masks over the inliers ``idx``) as masks over all samples,
     removed from ``inliers`` (in place)."""
@@ -665,12 +758,15 @@ def candidate_location(
     non-main groups found are removed from the inliers before the next direction is tested,
     and the sweep over the directions without groups is repeated until it finds nothing new
     (at most ``max_sweeps`` times); a group that holds separated clusters is split
-    (:func:`_split_groups`).  The offset along a direction where groups were found is the main
-    group's mean there (the main mixture component's mean, or the main density group's); along
-    the others it is the mean of the remaining inliers (0 everywhere, the sample mean, when no
-    group was found).  If nothing was found
-    and ``k >= 2``, kurtosis-minimising projections of the scores (Peña & Prieto 2001) get the
-    same tests.  The fits use at most ``max_samples`` seeded rows.
+    (:func:`_split_groups`), and a group a mixture fit found is kept only if it is a mixture
+    with the inliers along its own displacement too, against a skewed unimodal shape as well
+    (:func:`_confirm_groups`: a skewed covariance PC's tail is not a group).  The offset along
+    a direction where groups were found is the main group's mean there (the main mixture
+    component's mean, or the main density group's); along the others it is the mean of the
+    remaining inliers (0 everywhere, the sample mean, when no group was found).  If nothing
+    was found and ``k >= 2``, kurtosis-minimising projections of the scores (Peña & Prieto
+    2001) get the same tests and confirmation.  The fits use at most ``max_samples`` seeded
+    rows.
 
     Why peel: testing every direction on all samples lets a direction that only *carries* a
     cluster found along another one (a covariance eigenvector mixed with a mean shift at
@@ -715,6 +811,7 @@ def candidate_location(
     methods = np.array(["mean"] * k, dtype=object)
     evidence = np.full(k, -np.inf)
     groups: list[np.ndarray] = []
+    origin: list[int] = []  # the direction each group was found along
     inliers = np.ones(n, dtype=bool)
     found_offset = np.full(k, np.nan)
     for _ in range(max(1, max_sweeps)):
@@ -732,11 +829,27 @@ def candidate_location(
             if found is None:
                 continue
             methods[j], found_offset[j], gs = found
-            groups += _peel(inliers, idx, gs)
+            peeled = _peel(inliers, idx, gs)
+            groups += peeled
+            origin += [j] * len(peeled)
             new = True
         if not new:
             break
-    groups = _split_groups(T, groups)
+    if groups:
+        # groups holding separated clusters are split; then, as a mixture component may be a
+        # skewed PC's tail, the parts are kept if they are a mixture along their own
+        # displacement (density groups are separated: kept as found)
+        parts = [_split_groups(T, [g]) for g in groups]
+        groups = [part for split in parts for part in split]
+        origin = [j for j, split in zip(origin, parts, strict=True) for _ in split]
+        keep = [methods[j] == "modes" for j in origin]
+        tested = [g for g, sure in zip(groups, keep, strict=True) if not sure]
+        verdicts = iter(_confirm_groups(T, tested, inliers, in_test))
+        keep = [sure or next(verdicts) for sure in keep]
+        for j in set(origin):
+            if not any(kp for kp, o in zip(keep, origin, strict=True) if o == j):
+                methods[j], found_offset[j] = "mean", np.nan
+        groups = [g for g, kp in zip(groups, keep, strict=True) if kp]
     if groups:
         # along a direction where a fit found groups its main component's mean (consistent
         # when the groups overlap: the hard labels' mean is biased by the misassigned tails,
@@ -751,7 +864,14 @@ def candidate_location(
             found, ev = _groups_1d(z, z[rows])
             if found is None:
                 continue
-            gs = found[2]
+            main = ~np.any(np.column_stack(found[2]), axis=1)
+            gs = [
+                g
+                for g, kp in zip(found[2], _confirm_groups(T, found[2], main, in_test), strict=True)
+                if kp
+            ]
+            if not gs:
+                continue
             main = ~np.any(np.column_stack(gs), axis=1)
             offsets = T[main].mean(axis=0)
             methods[:] = "projection"
@@ -837,8 +957,9 @@ def residual_groups(
     units along each of four preliminary directions, never found) stays among the inliers,
     and its displacement along the final eigenvector it loads on (5.6 units, 4 standard
     deviations) counts as within-group variance.  This tests the inliers' scores along each
-    column (:func:`density_groups`, else a mixture as in :func:`candidate_location`); a
-    covariance spike's inlier scores are one Gaussian and get no group.
+    column (:func:`density_groups`, else a mixture as in :func:`candidate_location`, the
+    groups confirmed along their own displacement when there are several columns); a
+    covariance spike's inlier scores are one unimodal shape and get no group.
 
     Parameters
     ----------
@@ -871,13 +992,20 @@ def residual_groups(
     G = np.asarray(groups, dtype=float).reshape(n, -1)
     rng = np.random.default_rng(random_state)
     inliers = ~np.any(G > 0, axis=1)
+    in_test = np.zeros(n, dtype=bool)
+    in_test[np.arange(n) if n <= max_samples else rng.choice(n, max_samples, replace=False)] = True
     new: list[np.ndarray] = []
     for j in range(k):
         idx = np.flatnonzero(inliers)
         if idx.size < 20:
             break
         t = T[idx, j]
-        found, _ = _groups_1d(t, _subsample(t, max_samples, rng))
+        found, _ = _groups_1d(t, t[in_test[idx]])
         if found is not None:
             new += _peel(inliers, idx, found[2])
+    if k > 1 and new:
+        # as in candidate_location: a component may be a skewed PC's tail
+        new = [
+            g for g, kp in zip(new, _confirm_groups(T, new, inliers, in_test), strict=True) if kp
+        ]
     return _with_columns(G, new)

@@ -282,3 +282,79 @@ def test_residual_groups__covariance_spike_inlier_scores_get_no_group(seed):
     old = np.zeros((1000, 1))
     old[:80, 0] = 1
     np.testing.assert_array_equal(residual_groups(T, old), old)
+
+
+def _skewed_spike_scores(seed: int, n: int, d: int, k: int, **kw):
+    """Centred scores on the top ``k`` sample PCs of a mixture with skewed covariance spikes,
+    the model, and each sample's factor on the first spike in units of its sd."""
+    from mspca_dask.testing import make_spiked_mixture
+
+    model = make_spiked_mixture(n, d, spike_distribution="exponential", random_state=seed, **kw)
+    X = model.to_numpy()
+    X -= X.mean(axis=0)
+    _, _, vt = np.linalg.svd(X, full_matrices=False)
+    factor = model.clean_rows(0, n) @ model.covariance_directions[:, 0]
+    return X @ vt[:k].T, model, factor / factor.std()
+
+
+def test_candidate_location__a_skewed_pcs_tail_is_not_a_group():
+    # accuracy.py S3 trial 18: a three-component fit along the 10 % cluster's direction took
+    # the cluster and 48 inliers from the skewed spike's tail (factor 2.6 sd on average)
+    T, model, factor = _skewed_spike_scores(
+        5018,
+        1200,
+        600,
+        3,
+        covariance_spikes=(3 * np.sqrt(0.5),),
+        mean_shift_weights=(0.10, 0.06),
+        noise="student-t",
+        df=6,
+    )
+    loc = candidate_location(T)
+    G = loc.groups > 0
+    labels = np.asarray(model.membership)
+    for g in G.T:
+        assert factor[g].mean() < 1.0  # no group is the tail
+        assert np.bincount(labels[g], minlength=3)[1:].max() >= 0.8 * g.sum()  # each a cluster
+    found = {int(np.argmax(np.bincount(labels[g], minlength=3))) for g in G.T}
+    assert found == {1, 2}
+
+
+def test_candidate_location__skewed_spikes_alone_get_no_group_from_a_projection():
+    # accuracy.py S2 trial 34: no cluster; a kurtosis-minimising projection of two skewed
+    # spikes fitted a mixture (evidence 4.9) whose components were the spikes' tails
+    T, _, _ = _skewed_spike_scores(
+        5034,
+        1000,
+        900,
+        2,
+        covariance_spikes=(3 * np.sqrt(0.9), 2 * np.sqrt(0.9)),
+        mean_shift_weights=(),
+    )
+    loc = candidate_location(T)
+    assert loc.groups.shape == (1000, 0)
+    np.testing.assert_array_equal(loc.offsets, 0.0)
+
+
+@pytest.mark.parametrize("sign", [1.0, -1.0])
+def test_ex_gaussian_fit__recovers_the_parameters_and_either_skew(sign):
+    from scipy import stats
+
+    from mspca_dask.location import REFIT_BINS, _ex_gaussian_fit
+
+    rng = np.random.default_rng(3)
+    x = sign * (1.0 + 0.5 * rng.standard_normal(20_000) + rng.exponential(1.5, 20_000))
+    ll, params = _ex_gaussian_fit(x)
+    assert params is not None
+    got_sign, mu, log_sigma, log_tau = params
+    assert got_sign == sign
+    assert mu == pytest.approx(1.0, abs=0.05)
+    assert np.exp(log_sigma) == pytest.approx(0.5, rel=0.1)
+    assert np.exp(log_tau) == pytest.approx(1.5, rel=0.05)
+    truth = float(np.sum(stats.exponnorm.logpdf(sign * x, 3.0, 1.0, 0.5)))
+    assert ll >= truth - 1e-6  # the maximum is at least the truth's likelihood
+    # carried on to a histogram of the scores from the subsample's fit
+    counts, edges = np.histogram(x, bins=REFIT_BINS)
+    centres = 0.5 * (edges[:-1] + edges[1:])
+    ll_binned, _ = _ex_gaussian_fit(centres[counts > 0], counts[counts > 0], start=params)
+    assert abs(ll_binned - ll) < 5.0
