@@ -589,14 +589,14 @@ def mixture_evidence(t: np.ndarray) -> tuple[float, float, float]:
 
 
 def _groups_1d(
-    t: np.ndarray, sub: np.ndarray, *, skewed: bool = False
+    t: np.ndarray, sub: np.ndarray, *, skewed: bool = False, refit_from: float = REFIT_FROM
 ) -> tuple[tuple[str, float, list[np.ndarray]] | None, float]:
     """Test one direction: ``((method, offset, non-main group masks) or None, evidence)``.
 
     ``sub`` is the test subsample of ``t``; ``skewed``: the mixture must beat an exponentially
-    modified Gaussian too (:func:`_best_mixture`).  When ``t`` is larger and the subsample's mixture
-    evidence is above :data:`REFIT_FROM`, the fits are carried on to all of ``t`` and decided
-    there.
+    modified Gaussian too (:func:`_best_mixture`).  When ``t`` is larger and the subsample's
+    mixture evidence is above ``refit_from`` (:data:`REFIT_FROM`), the fits are carried on to
+    all of ``t`` and decided there.
     """
     cuts = density_groups(sub)
     if cuts is not None:
@@ -608,7 +608,7 @@ def _groups_1d(
     if sub.size < 20:
         return None, -np.inf
     ev, means, w, var = _best_mixture(sub, skewed=skewed)
-    if t.size > sub.size and ev > REFIT_FROM:
+    if t.size > sub.size and ev > refit_from:
         # decided on every score: the subsample's verdict is noisy near the margin, and the
         # main component's mean (the offset) is better estimated from all of them
         ev, means, w, var = _best_mixture(sub, refit_on=t, skewed=skewed)
@@ -722,7 +722,8 @@ def _confirm_groups(
             kept.append(True)
             continue
         z = T[idx] @ (delta / norm)
-        found, _ = _groups_1d(z, z[in_test[idx]], skewed=True)
+        # decided on every score: a group was found, and a subsample is the weaker test
+        found, _ = _groups_1d(z, z[in_test[idx]], skewed=True, refit_from=-np.inf)
         kept.append(found is not None)
         if found is None:
             inliers |= group
