@@ -388,9 +388,8 @@ def _ex_gaussian_fit(
     Gaussian noise, as a covariance PC with skewed scores is.  Its skewness (0 to 2) and
     kurtosis lie between the Gaussian and the gamma line, below the lognormal line that bounds
     the Johnson SU family, which cannot take them.  Started from the moments (or ``start``),
-    L-BFGS on
-    ``(mu, log sigma, log tau)``; with ``counts``, ``x`` holds values seen ``counts`` times.
-    Never below the start's own log-likelihood.
+    L-BFGS on ``(mu, log sigma, log tau)``; with ``counts``, ``x`` holds values seen ``counts``
+    times.  Never below the start's own log-likelihood.
     """
     from scipy import optimize, stats
 
