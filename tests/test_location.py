@@ -284,12 +284,12 @@ def test_residual_groups__covariance_spike_inlier_scores_get_no_group(seed):
     np.testing.assert_array_equal(residual_groups(T, old), old)
 
 
-def _skewed_spike_scores(seed: int, n: int, d: int, k: int, **kw):
+def _skewed_spike_scores(seed: int, n: int, d: int, k: int, spike="exponential", **kw):
     """Centred scores on the top ``k`` sample PCs of a mixture with skewed covariance spikes,
     the model, and each sample's factor on the first spike in units of its sd."""
     from mspca_dask.testing import make_spiked_mixture
 
-    model = make_spiked_mixture(n, d, spike_distribution="exponential", random_state=seed, **kw)
+    model = make_spiked_mixture(n, d, spike_distribution=spike, random_state=seed, **kw)
     X = model.to_numpy()
     X -= X.mean(axis=0)
     _, _, vt = np.linalg.svd(X, full_matrices=False)
@@ -318,6 +318,40 @@ def test_candidate_location__a_skewed_pcs_tail_is_not_a_group():
         assert np.bincount(labels[g], minlength=3)[1:].max() >= 0.8 * g.sum()  # each a cluster
     found = {int(np.argmax(np.bincount(labels[g], minlength=3))) for g in G.T}
     assert found == {1, 2}
+
+
+def test_candidate_location__a_density_mode_in_a_skewed_tail_is_not_a_group():
+    # accuracy.py S8 trial 1: chi-square(1) spikes; the kernel density along the top spike
+    # (bandwidth from its narrow interquartile range) showed a mode of 40 inliers in its tail
+    T, model, factor = _skewed_spike_scores(
+        5001,
+        1600,
+        800,
+        4,
+        spike="chi2",
+        covariance_spikes=(3 * np.sqrt(0.5), 2 * np.sqrt(0.5)),
+        mean_shift_weights=(0.08, 0.05),
+        noise="student-t",
+        df=6,
+    )
+    G = candidate_location(T).groups > 0
+    labels = np.asarray(model.membership)
+    for g in G.T:
+        assert np.bincount(labels[g], minlength=3)[1:].max() >= 0.8 * g.sum()  # each a cluster
+    assert {int(np.argmax(np.bincount(labels[g], minlength=3))) for g in G.T} == {1, 2}
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_candidate_location__a_small_separated_cluster_stays_a_group(seed):
+    # a density group is confirmed whatever its weight (a 3 % cluster is below the mixture
+    # rule's smallest component, MIN_GROUP_WEIGHT)
+    rng = np.random.default_rng(seed)
+    T = rng.standard_normal((1500, 3)) * [2.0, 1.5, 1.0]
+    T[:45] += [0.0, 12.0, 6.0]
+    loc = candidate_location(T - T.mean(axis=0))
+    G = loc.groups > 0
+    assert G.shape[1] == 1
+    assert G[:45, 0].sum() >= 43 and G[45:, 0].sum() <= 2
 
 
 def test_candidate_location__skewed_spikes_alone_get_no_group_from_a_projection():
