@@ -416,3 +416,19 @@ def test_ex_gaussian_fit__recovers_the_parameters_and_either_skew(sign):
     centres = 0.5 * (edges[:-1] + edges[1:])
     ll_binned, _ = _ex_gaussian_fit(centres[counts > 0], counts[counts > 0], start=params)
     assert abs(ll_binned - ll) < 5.0
+
+
+def test_refine_memberships__a_group_overlapping_the_inliers_is_left_as_found(monkeypatch):
+    # paper scaling at n = 100 000: a 10 % cluster 1.7 noise sd away; hard labels shrink its
+    # group round by round to nothing (the fit then had no group and failed)
+    import mspca_dask.location as location
+
+    rng = np.random.default_rng(0)
+    T = rng.standard_normal((20_000, 2))
+    T[:2000, 0] += 1.7
+    group = T[:, 0] > 2.2  # the side of the cut a 1-D mixture fit gives it
+    kept = location._refine_memberships(T, [group])
+    assert len(kept) == 1
+    np.testing.assert_array_equal(kept[0], group)
+    monkeypatch.setattr(location, "REFINE_KEEP", 0.0)
+    assert location._refine_memberships(T, [group])[0].sum() < 0.5 * group.sum()
