@@ -593,7 +593,6 @@ def _groups_1d(
     *,
     skewed: bool = False,
     refit_from: float = REFIT_FROM,
-    modes: bool = True,
     min_weight: float = MIN_GROUP_WEIGHT,
 ) -> tuple[tuple[str, float, list[np.ndarray]] | None, float]:
     """Test one direction: ``((method, offset, non-main group masks) or None, evidence)``.
@@ -601,10 +600,10 @@ def _groups_1d(
     ``sub`` is the test subsample of ``t``; ``skewed``: the mixture must beat an exponentially
     modified Gaussian too (:func:`_best_mixture`).  When ``t`` is larger and the subsample's
     mixture evidence is above ``refit_from`` (:data:`REFIT_FROM`), the fits are carried on to
-    all of ``t`` and decided there.  ``modes``: separated density groups count (they are
-    looked for first); ``min_weight``: the lightest mixture component's smallest weight.
+    all of ``t`` and decided there.  ``min_weight``: the lightest mixture component's
+    smallest weight.
     """
-    cuts = density_groups(sub) if modes else None
+    cuts = density_groups(sub)
     if cuts is not None:
         label = np.searchsorted(cuts, t)
         counts = np.bincount(label, minlength=cuts.size + 1)
@@ -723,14 +722,14 @@ def _confirm_groups(
     difference of their means; a group that is not a mixture there is returned to
     ``inliers`` (in place, in turn).  ``in_test`` marks the rows the fits may use.
 
-    A group found by a density gap (``separated``) is tested the same way, by the mixture
-    fit alone (a gap found again along the displacement would only repeat the first test)
-    and whatever its weight: a kernel estimate with the bandwidth a skewed sample's
-    interquartile range gives shows "modes" in its sparse tail (measured, chi-square(1)
-    spikes among two clusters: groups of 20 and 40 inliers from a spike's tail, which the
-    Johnson SU fits better than any mixture by 320 and 360 in BIC; the spike then read 42 %
-    of its variance between the groups), while a separated cluster is a mixture by a wide
-    margin.
+    A group found by a density gap (``separated``) is tested the same way, whatever its
+    weight: a kernel estimate with the bandwidth a skewed sample's interquartile range gives
+    shows "modes" in its sparse tail (measured, chi-square(1) spikes among two clusters:
+    groups of 20 and 40 inliers from a spike's tail, which the Johnson SU fits better than
+    any mixture by 320 and 360 in BIC, and no gap along their own displacement; the spike
+    then read 42 % of its variance between the groups).  A separated cluster keeps its gap
+    there, or is a mixture by a wide margin; a spread group (samples admixed along a cline
+    between two sources) keeps its gap but is no equal-variance mixture.
     """
     kept = []
     separated = [False] * len(groups) if separated is None else separated
@@ -748,7 +747,6 @@ def _confirm_groups(
             z[in_test[idx]],
             skewed=True,
             refit_from=-np.inf,
-            modes=not gap,
             min_weight=0.0 if gap else MIN_GROUP_WEIGHT,
         )
         kept.append(found is not None)
