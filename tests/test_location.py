@@ -320,11 +320,11 @@ def test_candidate_location__a_skewed_pcs_tail_is_not_a_group():
     assert found == {1, 2}
 
 
-def test_candidate_location__a_density_mode_in_a_skewed_tail_is_not_a_group():
-    # accuracy.py S8 trial 1: chi-square(1) spikes; the kernel density along the top spike
-    # (bandwidth from its narrow interquartile range) showed a mode of 40 inliers in its tail
-    T, model, factor = _skewed_spike_scores(
-        5001,
+def _chi2_spikes_two_clusters_scores(seed: int):
+    """Scores on the top 4 sample PCs of accuracy.py S8 (clusters 8/5 % among two chi-square(1)
+    spikes, d = 800, n = 1600, t6), and the model."""
+    T, model, _ = _skewed_spike_scores(
+        seed,
         1600,
         800,
         4,
@@ -334,6 +334,13 @@ def test_candidate_location__a_density_mode_in_a_skewed_tail_is_not_a_group():
         noise="student-t",
         df=6,
     )
+    return T, model
+
+
+def test_candidate_location__a_density_mode_in_a_skewed_tail_is_not_a_group():
+    # accuracy.py S8 trial 1: chi-square(1) spikes; the kernel density along the top spike
+    # (bandwidth from its narrow interquartile range) showed a mode of 40 inliers in its tail
+    T, model = _chi2_spikes_two_clusters_scores(5001)
     G = candidate_location(T).groups > 0
     labels = np.asarray(model.membership)
     for g in G.T:
@@ -345,17 +352,7 @@ def test_candidate_location__groups_take_no_inliers_from_a_skewed_pcs_tail():
     # accuracy.py S8 trial 8: the 8 % cluster's group, cut along a direction that carries a
     # chi-square(1) spike, held 50 inliers from the spike's tail (then 46 % of the spike's
     # variance read as between the groups); reassigned in all the score columns
-    T, model, factor = _skewed_spike_scores(
-        5008,
-        1600,
-        800,
-        4,
-        spike="chi2",
-        covariance_spikes=(3 * np.sqrt(0.5), 2 * np.sqrt(0.5)),
-        mean_shift_weights=(0.08, 0.05),
-        noise="student-t",
-        df=6,
-    )
+    T, model = _chi2_spikes_two_clusters_scores(5008)
     G = candidate_location(T).groups > 0
     labels = np.asarray(model.membership)
     assert G.shape[1] == 2
