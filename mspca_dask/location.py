@@ -822,7 +822,9 @@ def _refine_memberships(
             break
         labels = new
     out = [labels == g for g in range(1, c)]
-    if any(new.sum() < REFINE_KEEP * old.sum() for new, old in zip(out, groups, strict=True)):
+    if any(
+        after.sum() < REFINE_KEEP * before.sum() for after, before in zip(out, groups, strict=True)
+    ):
         # a group overlapping the inliers sample by sample (a 10 % cluster 1.7 noise sd
         # away at n = 100 000) shrinks round by round under hard labels, to nothing: the
         # 1-D fit's groups stand
