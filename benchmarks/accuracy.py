@@ -685,6 +685,50 @@ def beyond_plan(quick: bool) -> list[tuple[str, str, object]]:
                 spike_distribution="chi2",
             ),
         ),
+        # held out by the session that works on pairs mixing a skewed covariance spike with
+        # clusters (fixed and committed before any change and before their first run; run
+        # once at the end): a cluster near the spike's size, four clusters, no contamination
+        # with t noise and sigma^2 != 1
+        (
+            "S13 2 clusters 9/6 % + 2 exponential cov spikes, d=1000, n=2000, t6",
+            "held out",
+            mk(
+                2000,
+                1000,
+                covariance_spikes=(3 * np.sqrt(0.5), 2.5 * np.sqrt(0.5)),
+                mean_shift_weights=(0.09, 0.06),
+                noise="student-t",
+                df=6,
+                spike_distribution="exponential",
+            ),
+        ),
+        (
+            "S14 4 clusters 6/5/4/3 % + chi2 cov spike, d=800, n=2000, noise variance 1.3",
+            "held out",
+            mk(
+                2000,
+                800,
+                covariance_spikes=(3 * np.sqrt(0.4),),
+                mean_shift_weights=(0.06, 0.05, 0.04, 0.03),
+                mean_shift_strengths=(1.3 * 4 * np.sqrt(0.4),) * 4,
+                noise_variance=1.3,
+                spike_distribution="chi2",
+            ),
+        ),
+        (
+            "S15 no contamination, exponential cov spike, d=600, n=1500, t5, noise variance 0.7",
+            "held out",
+            mk(
+                1500,
+                600,
+                covariance_spikes=(3 * np.sqrt(0.4),),
+                mean_shift_weights=(),
+                noise="student-t",
+                df=5,
+                noise_variance=0.7,
+                spike_distribution="exponential",
+            ),
+        ),
     ]
     return plan
 
