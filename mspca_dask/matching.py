@@ -169,6 +169,8 @@ def check_invariance(
     centring: np.ndarray | None = None,
     offset: np.ndarray | None = None,
     offset_bound: float = math.inf,
+    carries: np.ndarray | None = None,
+    carried_cosine: np.ndarray | None = None,
 ) -> InvarianceCheck:
     """Label the top-K eigenpairs stable (covariance) or not (mean shift or bulk).
 
@@ -247,6 +249,12 @@ def check_invariance(
         The between-(reference, rest) variance along each pair, quoted in their reasons.
     offset_bound : float
         What the sampling error of the two means puts along one direction, quoted likewise.
+    carries : (K,) bool ndarray or None
+        With ``within``, the pairs that carry a spike of the within-group covariance of the
+        candidates' scores (:func:`within_spikes`); only they can be mixed, and ``within``
+        is then the variance along the spike each carries.
+    carried_cosine : (K,) ndarray or None
+        ``|cos|`` between each pair and the spike it carries, quoted in its reason.
 
     Returns
     -------
@@ -306,6 +314,7 @@ def check_invariance(
                 share=share,
                 max_share=mixed_max_share,
                 within_se=within_se,
+                carries=carries,
             )
         if share is not None:
             # a pair short of the share is "slight" whatever its within-group variance
@@ -370,6 +379,14 @@ def check_invariance(
                     f"the reference's own variance along it, {spread}, is still a spike and "
                     f"only {float(share[i]):.1%} of its variance lies between the groups "
                     f"(< {mixed_max_share:.0%}): a covariance spike leaning towards them"
+                )
+            elif mixed[i] and carried_cosine is not None and carried_cosine[i] < SPREAD_COSINE:
+                assert within is not None
+                reasons[i] = displaced + (
+                    f"within the groups the candidates' scores still spread "
+                    f"{float(within[i]):.4g} along one direction, and this pair carries the "
+                    f"most of it (|cos| {float(carried_cosine[i]):.2f}): a covariance spike "
+                    f"spread over several pairs, mixed with mean shifts"
                 )
             elif mixed[i]:
                 assert within is not None
@@ -739,6 +756,10 @@ def groups_apart_from_reference(
 #: axis of 200 CEU + 20 YRI + 12 CHB held 17 to 23 %.
 REFERENCE_MIXED_SHARE = 0.30
 
+#: Below this ``|cos|`` with the within-group spike it carries, a mixed pair's reason says the
+#: spike is spread over several pairs (:func:`within_spikes`).
+SPREAD_COSINE = 0.9
+
 
 def mixed_pairs(
     eigenvalues: np.ndarray,
@@ -751,6 +772,7 @@ def mixed_pairs(
     share: np.ndarray | None = None,
     max_share: float = 1.0,
     within_se: np.ndarray | None = None,
+    carries: np.ndarray | None = None,
 ) -> np.ndarray:
     """The pairs the within-group rule of :func:`check_invariance` keeps stable.
 
@@ -772,6 +794,11 @@ def mixed_pairs(
     within_se : (K,) ndarray or None
         Standard error of ``within`` (:func:`variance_standard_error`; ``fit`` passes it
         with a reference set, whose ``within`` is the reference's own sample variance).
+    carries : (K,) bool ndarray or None
+        The pairs that carry a spike of the within-group covariance of the candidates'
+        scores (:func:`within_spikes`): only they can be mixed.  One covariance spike spread
+        over several pairs then keeps one of them, not each whose own within-group variance
+        it lifts above the line.
 
     Returns
     -------
@@ -787,20 +814,46 @@ def mixed_pairs(
     [True, False]
     """
     lam = np.asarray(eigenvalues, dtype=float)
-    line = edge + margin
-    if lam.size >= MIN_BULK_CHECK and lam[-1] > line:
-        # the bulk itself is above the edge (correlated noise, e.g. linkage
-        # disequilibrium): the smallest computed pair is the best estimate
-        # of where the bulk ends; the within-group variance along that pair is the same
-        # line on the scale of ``within``
-        line = float(np.asarray(within, dtype=float)[-1])
-    lines = np.full(lam.shape, line)
+    lines = np.full(lam.shape, within_line(lam, within, edge=edge, margin=margin))
     if within_se is not None:
         lines -= z_threshold * np.asarray(within_se, dtype=float)
     mixed = (np.asarray(shift_z) >= z_threshold) & (np.asarray(within) > lines)
     if share is not None and max_share < 1.0:
         mixed &= np.asarray(share, dtype=float) < max_share
+    if carries is not None:
+        mixed &= np.asarray(carries, dtype=bool)
     return mixed
+
+
+def within_line(
+    eigenvalues: np.ndarray, within: np.ndarray, *, edge: float, margin: float
+) -> float:
+    """Where a within-group variance stops being a spike (:func:`mixed_pairs`).
+
+    The candidate line ``edge + margin``; but when :data:`MIN_BULK_CHECK` or more eigenvalues
+    were computed and all are above it (correlated noise, e.g. linkage disequilibrium, lifts
+    the bulk itself), the smallest computed pair is the best estimate of where the bulk ends,
+    and the within-group variance along it is the same line on the scale of ``within``.
+
+    Parameters
+    ----------
+    eigenvalues, within : (K,) ndarray
+    edge, margin : float
+
+    Returns
+    -------
+    line : float
+
+    Examples
+    --------
+    >>> within_line(np.array([6.0, 5.0]), np.array([4.0, 2.0]), edge=3.8, margin=0.1)
+    3.9
+    """
+    lam = np.asarray(eigenvalues, dtype=float)
+    line = edge + margin
+    if lam.size >= MIN_BULK_CHECK and lam[-1] > line:
+        return float(np.asarray(within, dtype=float)[-1])
+    return float(line)
 
 
 #: Added to the reason of a stable pair along which the shift test had no inlier location.
@@ -1261,6 +1314,111 @@ def within_group_variance(scores: np.ndarray, groups: np.ndarray) -> np.ndarray:
     np.add.at(sums, cell, T)
     means = sums / counts[:, None]
     return ((T - means[cell]) ** 2).mean(axis=0)
+
+
+@dataclass(frozen=True)
+class WithinSpikes:
+    """The spikes of the within-group covariance of the candidates' scores (:func:`within_spikes`).
+
+    Attributes
+    ----------
+    carries : (K,) bool ndarray
+        The pair each such spike is assigned to (at most one spike a pair).
+    variance : (K,) ndarray
+        The within-group variance along the spike a pair carries; the pair's own
+        within-group variance (:func:`within_variance`) where it carries none.
+    cosine : (K,) ndarray
+        ``|cos|`` between a pair and the spike it carries (1 where it carries none).
+    directions : (K, K) ndarray
+        Column ``i``: the unit direction, in the pairs' coordinates, of the spike pair ``i``
+        carries (the ``i``-th unit vector where it carries none); ``scores @ directions``
+        are the scores along them.
+    """
+
+    carries: np.ndarray
+    variance: np.ndarray
+    cosine: np.ndarray
+    directions: np.ndarray
+
+
+def within_spikes(
+    scores: np.ndarray, groups: np.ndarray, spikes: np.ndarray, line: float
+) -> WithinSpikes:
+    """Covariance spikes left in the candidates' span once the groups are taken out, by pair.
+
+    A covariance spike whose eigenvalue is close to a mean-shift one mixes with it at finite
+    ``n``: each sample eigenvector is then partly both, and a spike spread over three pairs
+    lifts none of their own within-group variances above the line.  Measured on
+    ``accuracy.py`` S8 trial 12 (two clusters among two χ²₁ spikes): the top covariance PC
+    spread over the three top pairs (``|cos|`` 0.58, 0.51, 0.63, each also 0.5-0.8 with a
+    cluster), and all three were flagged.  The within-group covariance of the candidates'
+    scores holds the spike whole: its eigenvectors above ``line`` are the covariance spikes
+    in the span, and each is assigned to the pair that carries most of it (the one-to-one
+    matching of largest total ``cos²``).
+
+    A spike of the model spreads the inliers and every group alike, so as in
+    :func:`within_variance` a direction's within-group variance is the smaller of the pooled
+    one (over the cells of the groups) and the inliers' own, each inflated by a different
+    departure from the model.
+
+    Parameters
+    ----------
+    scores : (n_samples, K) ndarray
+    groups : (n_samples, g) ndarray
+        Indicator columns of the groups found in score space.
+    spikes : (K,) bool ndarray
+        The candidates (above the bulk edge): only their eigenvectors are consistent.
+    line : float
+        Where a within-group variance stops being a spike (:func:`within_line`).
+
+    Returns
+    -------
+    WithinSpikes
+
+    Examples
+    --------
+    A spike spread evenly over two pairs, each also carrying half of a displaced group:
+
+    >>> rng = np.random.default_rng(0)
+    >>> f, e = 2.0 * rng.standard_normal(2000), 0.5 * rng.standard_normal((2000, 2))
+    >>> member = np.arange(2000) < 200
+    >>> t = np.c_[f + 4.0 * member, f - 4.0 * member] / np.sqrt(2) + e
+    >>> got = within_spikes(t, member[:, None].astype(float), np.array([True, True]), 3.0)
+    >>> int(got.carries.sum()), round(float(got.variance[got.carries][0]), 1)
+    (1, 4.3)
+    """
+    T = np.asarray(scores, dtype=float)
+    K = T.shape[1]
+    own = within_variance(T, groups)
+    carries = np.zeros(K, dtype=bool)
+    cosine = np.ones(K)
+    idx = np.flatnonzero(np.asarray(spikes, dtype=bool))
+    if not idx.size:
+        return WithinSpikes(carries, own, cosine, np.eye(K))
+    Tc = T[:, idx]
+    cell = group_cells(groups)
+    counts = np.bincount(cell).astype(float)
+    sums = np.zeros((counts.size, idx.size))
+    np.add.at(sums, cell, Tc)
+    R = Tc - (sums / counts[:, None])[cell]
+    omega, V = np.linalg.eigh(R.T @ R / T.shape[0])
+    inliers = ~np.any(np.asarray(groups) > 0, axis=1)
+    if np.count_nonzero(inliers) >= 2:
+        Ti = Tc[inliers] - Tc[inliers].mean(axis=0)
+        omega = np.minimum(omega, np.einsum("ik,ij,jk->k", V, Ti.T @ Ti / len(Ti), V))
+    above = np.flatnonzero(omega > line)
+    if not above.size:
+        return WithinSpikes(carries, own, cosine, np.eye(K))
+    found, pairs = max_overlap_assignment(V[:, above].T ** 2)
+    rows = idx[pairs]
+    carries[rows] = True
+    variance = own.copy()
+    variance[rows] = omega[above][found]
+    cosine[rows] = np.abs(V[pairs, above[found]])
+    directions = np.eye(K)
+    directions[:, rows] = 0.0
+    directions[np.ix_(idx, rows)] = V[:, above[found]]
+    return WithinSpikes(carries, variance, cosine, directions)
 
 
 #: Largest relative spread (IQR / median) of the feature variances under the model, at least.
