@@ -804,6 +804,35 @@ def test_fit__groups_on_opposite_sides_of_the_inliers_do_not_hide_a_mean_shift(
     assert alignment(res.components[0], model.clean_top_eigenvectors(1)[:, 0]) > 0.9
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize("trial", [12, 30])
+def test_fit__a_covariance_spike_spread_over_pairs_mixed_with_clusters_keeps_one_stable(
+    trial: int,
+) -> None:
+    # accuracy.py S8 (clusters 8/5 % among two chi-square(1) spikes, t6): the top covariance
+    # PC is about as large as the clusters' spikes and spreads over two or three pairs, each
+    # mixed with a cluster.  Trial 12 flagged all three (|cos| 0.58/0.51/0.63 with the PC);
+    # trial 30 missed the 8 % cluster, and the pair mixing it with the PC (|cos| 0.37) was
+    # kept stable ahead of the purer one (0.92).
+    model = make_spiked_mixture(
+        1600,
+        800,
+        covariance_spikes=(3 * math.sqrt(0.5), 2 * math.sqrt(0.5)),
+        mean_shift_weights=(0.08, 0.05),
+        noise="student-t",
+        df=6,
+        spike_distribution="chi2",
+        random_state=5000 + trial,
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", mspca_dask.errors.MSPCAWarning)
+        res = mspca_dask.fit(
+            model.to_numpy(), n_components=10, random_state=trial, scheduler="sync"
+        )
+    assert res.n_stable >= 1
+    assert alignment(res.components[0], model.clean_top_eigenvectors(1)[:, 0]) > 0.6
+
+
 def test_fit__an_admixed_cline_between_two_shifted_sources_is_a_mean_shift_not_a_mixed_spike():
     # 600 inliers with a covariance spike, two sources 30 units away (60 each) and 120 samples
     # admixed between them at random proportions, as in AmericanAdmixture_4B18 without a
