@@ -362,6 +362,33 @@ def test_candidate_location__groups_take_no_inliers_from_a_skewed_pcs_tail():
         assert counts[1:].max() >= 0.95 * np.bincount(labels)[np.argmax(counts)]
 
 
+def test_candidate_location__a_chance_dip_in_a_skewed_tail_is_not_a_group():
+    # accuracy.py S6 trial 32 (no contamination, two chi-square(1) spikes): the kernel
+    # density along the second spike dipped in its sparse tail, and the 41 samples beyond
+    # the dip passed as a separated group (found again along their own displacement, the
+    # same direction); the spike was flagged with 31.9 % of its variance between the groups.
+    # A Johnson SU of the scores puts 25 samples where the dip has 19.
+    T, _, _ = _skewed_spike_scores(
+        5032,
+        1400,
+        700,
+        2,
+        spike="chi2",
+        covariance_spikes=(3 * np.sqrt(0.5), 2 * np.sqrt(0.5)),
+        mean_shift_weights=(),
+    )
+    assert candidate_location(T).groups.shape[1] == 0
+
+
+def test_chance_gaps__a_gap_before_a_separated_cluster_is_no_chance():
+    from mspca_dask.location import _chance_gaps, density_groups
+
+    rng = np.random.default_rng(3)
+    t = np.r_[rng.standard_normal(1400), 7 + rng.standard_normal(45)]  # a 3 % cluster
+    cuts = density_groups(t)
+    assert cuts is not None and not _chance_gaps(t, cuts).any()
+
+
 @pytest.mark.parametrize("seed", range(3))
 def test_candidate_location__a_small_separated_cluster_stays_a_group(seed):
     # a density group is confirmed whatever its weight (a 3 % cluster is below the mixture
