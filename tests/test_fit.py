@@ -805,7 +805,7 @@ def test_fit__groups_on_opposite_sides_of_the_inliers_do_not_hide_a_mean_shift(
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("trial", [12, 30])
+@pytest.mark.parametrize("trial", [12, 23, 30])
 def test_fit__a_covariance_spike_spread_over_pairs_mixed_with_clusters_keeps_one_stable(
     trial: int,
 ) -> None:
@@ -813,7 +813,9 @@ def test_fit__a_covariance_spike_spread_over_pairs_mixed_with_clusters_keeps_one
     # PC is about as large as the clusters' spikes and spreads over two or three pairs, each
     # mixed with a cluster.  Trial 12 flagged all three (|cos| 0.58/0.51/0.63 with the PC);
     # trial 30 missed the 8 % cluster, and the pair mixing it with the PC (|cos| 0.37) was
-    # kept stable ahead of the purer one (0.92).
+    # kept stable ahead of the purer one (0.92).  In trial 23 that cluster, missed too, was
+    # found along a within-group spike mixing it with the PC, with 51 inliers from the PC's
+    # tail, and the purest pair (0.76) then read 5.3 % of its variance between the groups.
     model = make_spiked_mixture(
         1600,
         800,

@@ -42,6 +42,7 @@ from ..location import (
 )
 from ..matching import (
     REFERENCE_MIXED_SHARE,
+    WithinSpikes,
     between_group_share,
     check_invariance,
     group_cells,
@@ -547,50 +548,20 @@ def _finish(
     z_threshold = shift_z_threshold(K)
     carried = None
     if groups is not None:
-        # A covariance spike close to a mean-shift one in size mixes with it and may spread
-        # over several pairs: the spikes of the within-group covariance of the candidates'
-        # scores, one to each pair that carries most of one, decide which can be mixed.
-        line = within_line(
-            reported.values, within_variance(scores, groups), edge=edge, margin=margin
-        )
-        carried = within_spikes(scores, groups, spikes, line)
-        within = carried.variance
-        # A pair about to be kept stable as "mixed" may only carry a cluster that the
-        # location step missed (one no preliminary direction separated) among the inliers:
-        # look for groups left among them along the within-group spike it carries before
-        # that spike's variance decides (S8 trial 30: the 8 % cluster, missed, was the top
-        # within-group spike, spread over two pairs, and kept the more mixed one stable).
-        mixed = mixed_pairs(
-            reported.values,
+        groups, carried, shift_z = _missed_clusters(
+            scores,
+            groups,
+            spikes,
             shift_z,
             z_threshold,
-            within,
+            reported.values,
             edge=edge,
             margin=margin,
-            carries=carried.carries,
+            random_state=fit.location_seed,
         )
         found = groups
-        if np.any(mixed):
-            more = residual_groups(
-                scores @ carried.directions[:, mixed], groups, random_state=fit.location_seed
-            )
-            if more.shape[1] > groups.shape[1]:
-                # The groups found there are clusters the location step missed: split each
-                # along the candidates (two clusters on opposite sides of the inliers along
-                # one pair may lie together along the direction that found them), and let
-                # the evidence and the shares count them too.  S9 trial 12: the 7 % and 4 %
-                # clusters, both missed, formed one group of 176 and the pair carrying them
-                # both (|cos| 0.51, 0.66) read z 2.5 over the location step's one group.
-                g = groups.shape[1]
-                more = np.c_[groups, split_groups(scores[:, spikes], more[:, g:])]
-                line = within_line(
-                    reported.values, within_variance(scores, more), edge=edge, margin=margin
-                )
-                carried = within_spikes(scores, more, spikes, line)
-                within = carried.variance
-                found = groups = more
-                inliers = ~np.any(groups > 0, axis=1)
-                shift_z = group_shift_evidence(scores, groups, inliers, spikes=spikes)
+        inliers = ~np.any(groups > 0, axis=1)
+        within = carried.variance
     # the share of each pair's variance between the groups: those found in score space, or
     # the reference and the rest; none with a given centre (no groups to compare)
     share = None
@@ -706,6 +677,88 @@ def _finish(
             else "float64"
         ),
     )
+
+
+#: Most rounds of the search for clusters the location step missed (:func:`_missed_clusters`).
+MISSED_CLUSTER_ROUNDS = 3
+
+
+def _missed_clusters(
+    scores: np.ndarray,
+    groups: np.ndarray,
+    spikes: np.ndarray,
+    shift_z: np.ndarray,
+    z_threshold: float,
+    eigenvalues: np.ndarray,
+    *,
+    edge: float,
+    margin: float,
+    random_state: int,
+) -> tuple[np.ndarray, WithinSpikes, np.ndarray]:
+    """The groups, the within-group spikes and the evidence, with the clusters a mixed verdict
+    would hide.
+
+    A covariance spike close to a mean-shift one in size mixes with it and may spread over
+    several pairs: the spikes of the within-group covariance of the candidates' scores, one to
+    each pair that carries most of one (:func:`~mspca_dask.matching.within_spikes`), decide
+    which pairs can be kept stable as mixed.  Such a spike may also be a cluster the location
+    step missed (no preliminary direction separated it), still among the inliers: before the
+    verdict, groups are looked for among them along the within-group spike each mixed pair
+    carries (S8 trial 30: the missed 8 % cluster was the top within-group spike, spread over
+    two pairs, and kept the more mixed one stable), reassigned with the others in all the
+    candidates' columns (S8 trial 23: found along a direction that mixes it with a
+    chi-square(1) PC, the cluster's group took 51 inliers from the PC's tail), and split
+    along the candidates (two clusters on opposite sides of the inliers along one pair may
+    lie together along the direction that found them).  The evidence then counts them (S9
+    trial 12: the 7 % and 4 % clusters, both missed, formed one group of 176, and the pair
+    carrying them, |cos| 0.51 and 0.66, read z 2.5 over the location step's one group).
+    Repeated while a round finds groups, at most :data:`MISSED_CLUSTER_ROUNDS` times (S9
+    trial 19: the second missed cluster was the within-group spike left by the first).
+
+    Returns
+    -------
+    groups : (n_samples, g') ndarray
+        ``groups`` followed by the missed clusters and their parts (the parts overlap them).
+    carried : WithinSpikes
+        Over the returned groups.
+    shift_z : (K,) ndarray
+        Over the returned groups (``shift_z`` itself when none were found).
+    """
+    disjoint = evidence_groups = groups
+    n_located = groups.shape[1]
+
+    def spikes_over(G: np.ndarray) -> WithinSpikes:
+        line = within_line(eigenvalues, within_variance(scores, G), edge=edge, margin=margin)
+        return within_spikes(scores, G, spikes, line)
+
+    carried = spikes_over(groups)
+    for _ in range(MISSED_CLUSTER_ROUNDS):
+        mixed = mixed_pairs(
+            eigenvalues,
+            shift_z,
+            z_threshold,
+            carried.variance,
+            edge=edge,
+            margin=margin,
+            carries=carried.carries,
+        )
+        if not np.any(mixed):
+            break
+        more = residual_groups(
+            scores @ carried.directions[:, mixed],
+            disjoint,
+            random_state=random_state,
+            refine_on=scores[:, spikes],
+        )
+        if more.shape[1] == disjoint.shape[1]:
+            break
+        disjoint = more
+        new = disjoint[:, n_located:]
+        evidence_groups = np.c_[disjoint[:, :n_located], split_groups(scores[:, spikes], new)]
+        carried = spikes_over(evidence_groups)
+        inliers = ~np.any(evidence_groups > 0, axis=1)
+        shift_z = group_shift_evidence(scores, evidence_groups, inliers, spikes=spikes)
+    return evidence_groups, carried, shift_z
 
 
 #: Outsiders spreading more than this many times the reference along a pair, with no separated
