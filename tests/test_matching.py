@@ -444,6 +444,29 @@ def test_within_spikes__bulk_pairs_neither_carry_nor_enter_the_span():
     assert got.carries.sum() == 1
 
 
+@pytest.mark.parametrize("seed", range(6))
+def test_within_spikes__two_clusters_merged_into_one_group_are_no_covariance_spike(seed):
+    # accuracy.py S11 trial 19: two clusters on opposite sides of the inliers along one
+    # direction formed one group; pooled over it their spread is a spike of about the
+    # covariance PC's size, the two rotate into each other in the pooled covariance, and
+    # along its eigenvectors neither is a spike in both estimates (or the one that is points
+    # at the clusters).  The PC is a spike of the inliers' own covariance and of the pooled.
+    rng = np.random.default_rng(seed)
+    n = 1400
+    angle = np.deg2rad(35)
+    spike = np.array([np.cos(angle), np.sin(angle)])
+    clusters = np.array([-np.sin(angle), np.cos(angle)])
+    shift = np.zeros(n)
+    shift[:110], shift[110:220] = 5.8, -5.8  # 8 % each, merged below into one group
+    T = 1.2 * rng.standard_normal((n, 2)) + 2.3 * rng.standard_normal((n, 1)) * spike
+    T += shift[:, None] * clusters
+    groups = (np.arange(n) < 220)[:, None].astype(float)
+    got = within_spikes(T, groups, np.array([True, True]), 4.5)
+    assert got.carries.tolist() == [True, False]  # the pair closer to the PC (cos 0.82)
+    assert abs(got.directions[:, 0] @ spike) > 0.98
+    assert 6.0 < got.variance[0] < 7.5  # the PC's 5.3 and the noise's 1.44
+
+
 @given(seed=st.integers(0, 2**16))
 def test_within_spikes__are_the_same_spikes_however_the_pairs_mix_them(seed):
     # the within-group covariance's spectrum is invariant under a rotation of the pairs, so
