@@ -48,7 +48,6 @@ from ..matching import (
     group_cells,
     group_shift_evidence,
     groups_apart_from_reference,
-    mixed_pairs,
     model_fit_diagnostics,
     reference_group_evidence,
     reference_offset,
@@ -703,9 +702,12 @@ def _missed_clusters(
     each pair that carries most of one (:func:`~mspca_dask.matching.within_spikes`), decide
     which pairs can be kept stable as mixed.  Such a spike may also be a cluster the location
     step missed (no preliminary direction separated it), still among the inliers: before the
-    verdict, groups are looked for among them along the within-group spike each mixed pair
-    carries (S8 trial 30: the missed 8 % cluster was the top within-group spike, spread over
-    two pairs, and kept the more mixed one stable), reassigned with the others in all the
+    verdicts, groups are looked for among them along every within-group spike (S8 trial 30:
+    the missed 8 % cluster was the top within-group spike, spread over two pairs, and kept
+    the more mixed one stable; S11 trial 15: the pair carrying a missed cluster read no
+    evidence at all, and it is not only the pairs about to be called mixed that hide one;
+    a covariance spike's scores are one unimodal shape, and the 1-D tests with their
+    confirmation give it no group), reassigned with the others in all the
     candidates' columns (S8 trial 23: found along a direction that mixes it with a
     chi-square(1) PC, the cluster's group took 51 inliers from the PC's tail), and split
     along the candidates (two clusters on opposite sides of the inliers along one pair may
@@ -733,19 +735,10 @@ def _missed_clusters(
 
     carried = spikes_over(groups)
     for _ in range(MISSED_CLUSTER_ROUNDS):
-        mixed = mixed_pairs(
-            eigenvalues,
-            shift_z,
-            z_threshold,
-            carried.variance,
-            edge=edge,
-            margin=margin,
-            carries=carried.carries,
-        )
-        if not np.any(mixed):
+        if not np.any(carried.carries):
             break
         more = residual_groups(
-            scores @ carried.directions[:, mixed],
+            scores @ carried.directions[:, carried.carries],
             disjoint,
             random_state=random_state,
             refine_on=scores[:, spikes],
