@@ -892,6 +892,25 @@ def test_fit__two_equal_clusters_beside_a_skewed_spike_are_both_flagged(trial: i
     assert alignment(res.components[0], model.clean_top_eigenvectors(1)[:, 0]) > 0.7
 
 
+@pytest.mark.slow
+def test_fit__a_bulk_above_the_edge_keeps_the_per_pair_within_group_rule() -> None:
+    # scikit-learn digits, class 0 (benchmarks/inlier_only.py): no contamination, every
+    # computed eigenvalue above the edge (real data off the model).  The location step's one
+    # group holds half the samples; nine of the ten directions are within-group spikes, and
+    # assigned to pairs they left the third pair (27.4 within its groups against the line
+    # 9.25) without one: it was flagged.
+    from sklearn.datasets import load_digits
+
+    digits = load_digits()
+    X = digits.data[digits.target == 0]
+    X = X[:, X.std(axis=0) > 0]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", mspca_dask.errors.MSPCAWarning)
+        res = mspca_dask.fit(X, n_components=10, random_state=0)
+    assert res.candidate.all()
+    assert res.stable.all(), res.reasons[~res.stable]
+
+
 def test_fit__an_admixed_cline_between_two_shifted_sources_is_a_mean_shift_not_a_mixed_spike():
     # 600 inliers with a covariance spike, two sources 30 units away (60 each) and 120 samples
     # admixed between them at random proportions, as in AmericanAdmixture_4B18 without a
