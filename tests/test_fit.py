@@ -804,6 +804,24 @@ def test_fit__groups_on_opposite_sides_of_the_inliers_do_not_hide_a_mean_shift(
     assert alignment(res.components[0], model.clean_top_eigenvectors(1)[:, 0]) > 0.9
 
 
+def _benchmark_trial(trial: int, n: int, d: int, **model: object):
+    """The model and the default fit of ``benchmarks/accuracy.py`` trial ``trial`` (seed
+    ``5000 + trial``) of the setting ``make_spiked_mixture(n, d, **model)``."""
+    mixture = make_spiked_mixture(n, d, random_state=5000 + trial, **model)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", mspca_dask.errors.MSPCAWarning)
+        res = mspca_dask.fit(
+            mixture.to_numpy(), n_components=10, random_state=trial, scheduler="sync"
+        )
+    return mixture, res
+
+
+def _cluster_cosines(res, model) -> np.ndarray:
+    """``|cos|`` of each candidate eigenvector with the cluster direction nearest to it."""
+    M = model.mean_shift_vectors / np.linalg.norm(model.mean_shift_vectors, axis=0)
+    return np.abs(res.eigenvectors[res.candidate] @ M).max(axis=1)
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("trial", [12, 23, 30])
 def test_fit__a_covariance_spike_spread_over_pairs_mixed_with_clusters_keeps_one_stable(
@@ -816,7 +834,8 @@ def test_fit__a_covariance_spike_spread_over_pairs_mixed_with_clusters_keeps_one
     # kept stable ahead of the purer one (0.92).  In trial 23 that cluster, missed too, was
     # found along a within-group spike mixing it with the PC, with 51 inliers from the PC's
     # tail, and the purest pair (0.76) then read 5.3 % of its variance between the groups.
-    model = make_spiked_mixture(
+    model, res = _benchmark_trial(
+        trial,
         1600,
         800,
         covariance_spikes=(3 * math.sqrt(0.5), 2 * math.sqrt(0.5)),
@@ -824,13 +843,7 @@ def test_fit__a_covariance_spike_spread_over_pairs_mixed_with_clusters_keeps_one
         noise="student-t",
         df=6,
         spike_distribution="chi2",
-        random_state=5000 + trial,
     )
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", mspca_dask.errors.MSPCAWarning)
-        res = mspca_dask.fit(
-            model.to_numpy(), n_components=10, random_state=trial, scheduler="sync"
-        )
     assert res.n_stable >= 1
     assert alignment(res.components[0], model.clean_top_eigenvectors(1)[:, 0]) > 0.6
 
@@ -842,7 +855,8 @@ def test_fit__clusters_found_only_along_a_within_group_spike_count_in_the_eviden
     # within-group spike before the mixed verdict, as one group of 176, but the evidence
     # still counted the first group alone, and the pair carrying both clusters (|cos| 0.51
     # and 0.66) read z 2.5, stayed stable and was the first component (0.26 with the PC).
-    model = make_spiked_mixture(
+    model, res = _benchmark_trial(
+        12,
         1800,
         900,
         covariance_spikes=(3 * math.sqrt(0.5), 2 * math.sqrt(0.5)),
@@ -850,14 +864,8 @@ def test_fit__clusters_found_only_along_a_within_group_spike_count_in_the_eviden
         noise="student-t",
         df=5,
         spike_distribution="chi2",
-        random_state=5012,
     )
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", mspca_dask.errors.MSPCAWarning)
-        res = mspca_dask.fit(model.to_numpy(), n_components=10, random_state=12, scheduler="sync")
-    M = model.mean_shift_vectors / np.linalg.norm(model.mean_shift_vectors, axis=0)
-    clusters = np.abs(res.eigenvectors[res.candidate] @ M).max(axis=1)
-    assert not np.any(res.stable[res.candidate][clusters > 0.6])
+    assert not np.any(res.stable[res.candidate][_cluster_cosines(res, model) > 0.6])
     assert alignment(res.components[0], model.clean_top_eigenvectors(1)[:, 0]) > 0.6
 
 
@@ -871,7 +879,8 @@ def test_fit__two_equal_clusters_beside_a_skewed_spike_are_both_flagged(trial: i
     # such spike, not only along those of pairs about to be called mixed.  Trial 19: both
     # clusters formed one group, their spread rotated into the covariance PC's spike, and
     # the clusters' pair was kept stable as mixed.
-    model = make_spiked_mixture(
+    model, res = _benchmark_trial(
+        trial,
         1400,
         700,
         covariance_spikes=(3 * math.sqrt(0.5),),
@@ -879,16 +888,8 @@ def test_fit__two_equal_clusters_beside_a_skewed_spike_are_both_flagged(trial: i
         mean_shift_strengths=(1.5 * 4 * math.sqrt(0.5),) * 2,
         noise_variance=1.5,
         spike_distribution="exponential",
-        random_state=5000 + trial,
     )
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", mspca_dask.errors.MSPCAWarning)
-        res = mspca_dask.fit(
-            model.to_numpy(), n_components=10, random_state=trial, scheduler="sync"
-        )
-    M = model.mean_shift_vectors / np.linalg.norm(model.mean_shift_vectors, axis=0)
-    clusters = np.abs(res.eigenvectors[res.candidate] @ M).max(axis=1)
-    assert not np.any(res.stable[res.candidate][clusters > 0.7])
+    assert not np.any(res.stable[res.candidate][_cluster_cosines(res, model) > 0.7])
     assert alignment(res.components[0], model.clean_top_eigenvectors(1)[:, 0]) > 0.7
 
 
