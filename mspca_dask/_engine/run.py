@@ -748,10 +748,15 @@ def _missed_clusters(
 
     carried = spikes_over(groups)
     for _ in range(MISSED_CLUSTER_ROUNDS):
-        if not np.any(carried.carries):
+        # with the bulk above the edge nearly every pair carries its own "spike": look along
+        # those the evidence shifts only (the pairs the per-pair rule would call mixed), as
+        # before; along all ten, the genotype cohorts' fits without a reference took 35 %
+        # longer (1000 samples: 10.9 -> 14.7 s) for the same verdicts
+        look = carried.carries & (shift_z >= z_threshold) if bulk_above else carried.carries
+        if not np.any(look):
             break
         more = residual_groups(
-            scores @ carried.directions[:, carried.carries],
+            scores @ carried.directions[:, look],
             disjoint,
             random_state=random_state,
             refine_on=scores[:, spikes],
