@@ -1305,15 +1305,18 @@ def within_group_variance(scores: np.ndarray, groups: np.ndarray) -> np.ndarray:
     [1.0]
     """
     T = np.asarray(scores, dtype=float)
-    G = np.asarray(groups) > 0
-    if G.shape[1] == 0:
+    if (np.asarray(groups) > 0).shape[1] == 0:
         return T.var(axis=0)
-    cell = group_cells(G)
+    return (_cell_residuals(T, groups) ** 2).mean(axis=0)
+
+
+def _cell_residuals(T: np.ndarray, groups: np.ndarray) -> np.ndarray:
+    """``(n, k)`` scores less the mean of each sample's cell (:func:`group_cells`)."""
+    cell = group_cells(groups)
     counts = np.bincount(cell).astype(float)
     sums = np.zeros((counts.size, T.shape[1]))
     np.add.at(sums, cell, T)
-    means = sums / counts[:, None]
-    return ((T - means[cell]) ** 2).mean(axis=0)
+    return T - (sums / counts[:, None])[cell]
 
 
 @dataclass(frozen=True)
@@ -1403,11 +1406,7 @@ def within_spikes(
     if not idx.size:
         return WithinSpikes(carries, own, cosine, np.eye(K))
     Tc = T[:, idx]
-    cell = group_cells(groups)
-    counts = np.bincount(cell).astype(float)
-    sums = np.zeros((counts.size, idx.size))
-    np.add.at(sums, cell, Tc)
-    R = Tc - (sums / counts[:, None])[cell]
+    R = _cell_residuals(Tc, groups)
     pooled = R.T @ R / T.shape[0]
     omega, V = np.linalg.eigh(pooled)
     inliers = ~np.any(np.asarray(groups) > 0, axis=1)
