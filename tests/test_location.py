@@ -442,6 +442,28 @@ def test_ex_gaussian_fit__recovers_the_parameters_and_either_skew(sign):
     assert abs(ll_binned - ll) < 5.0
 
 
+@pytest.mark.parametrize("seed", range(4))
+def test_refine_memberships__a_group_whose_members_join_another_is_merged_into_it(seed: int):
+    # one cluster found as two groups, one of them with a skewed column's tail: reassigned
+    # apart, that group gave its cluster members to the other and kept the tail (a group of
+    # inliers); merged, the cluster is one group and the tail stays with the inliers
+    import mspca_dask.location as location
+
+    rng = np.random.default_rng(seed)
+    n = 1000
+    T = np.c_[1.5 * rng.chisquare(1, n), rng.standard_normal(n)]
+    T[:60, 0] = rng.standard_normal(60)
+    T[:60, 1] += 5.0
+    part = np.zeros(n, dtype=bool)
+    part[:30] = True
+    part[60 + np.argsort(T[60:, 0])[-20:]] = True  # and 20 inliers from the tail
+    rest = np.zeros(n, dtype=bool)
+    rest[30:60] = True
+    (cluster,) = location._refine_memberships(T, [part, rest])
+    assert cluster[:60].sum() >= 56
+    assert cluster[60:].sum() <= 3
+
+
 def test_refine_memberships__a_group_overlapping_the_inliers_is_left_as_found(monkeypatch):
     # paper scaling at n = 100 000: a 10 % cluster 1.7 noise sd away; hard labels shrink its
     # group round by round to nothing (the fit then had no group and failed)

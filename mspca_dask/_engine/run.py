@@ -761,7 +761,7 @@ def _missed_clusters(
             random_state=random_state,
             refine_on=scores[:, spikes],
         )
-        if more.shape[1] == disjoint.shape[1]:
+        if more.shape[1] <= disjoint.shape[1]:  # none new (or one merged into a group)
             break
         disjoint = more
         new = disjoint[:, n_located:]
