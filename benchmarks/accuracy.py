@@ -729,6 +729,40 @@ def beyond_plan(quick: bool) -> list[tuple[str, str, object]]:
                 spike_distribution="exponential",
             ),
         ),
+        # held out by the session that raises the evidence a group needs along its own
+        # displacement (fixed and committed before that change and before their first run;
+        # run once at the end): a small cluster, a large one beside a chi-square(1) spike
+        # (tail groups), two small clusters among two chi-square(1) spikes
+        (
+            "S16 one cluster 4 % + chi2 cov spike, d=700, n=1500",
+            "held out",
+            mk(1500, 700, mean_shift_weights=(0.04,), spike_distribution="chi2"),
+        ),
+        (
+            "S17 chi2 cov spike + one cluster 25 %, d=800, n=1200, noise variance 1.2",
+            "held out",
+            mk(
+                1200,
+                800,
+                mean_shift_weights=(0.25,),
+                mean_shift_strengths=(1.2 * 4 * np.sqrt(800 / 1200),),
+                noise_variance=1.2,
+                spike_distribution="chi2",
+            ),
+        ),
+        (
+            "S18 2 clusters 5/3 % + 2 chi2 cov spikes, d=900, n=1800, t6",
+            "held out",
+            mk(
+                1800,
+                900,
+                covariance_spikes=(3 * np.sqrt(0.5), 2 * np.sqrt(0.5)),
+                mean_shift_weights=(0.05, 0.03),
+                noise="student-t",
+                df=6,
+                spike_distribution="chi2",
+            ),
+        ),
     ]
     return plan
 
