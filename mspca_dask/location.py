@@ -136,19 +136,6 @@ TEST_MAX_SAMPLES = 4000
 #: BIC margin by which a two-component mixture must beat a Gaussian and a Johnson SU (and, when
 #: a group is confirmed along its own displacement, an exponentially modified Gaussian).
 BIC_MARGIN = 2.0
-#: BIC margin by which a *small* group's mixture with the inliers must beat every unimodal
-#: shape along its own displacement to be kept (:func:`_confirm_groups`): "very strong"
-#: evidence on the usual 2 log Bayes-factor scale.  A skewed shape that the unimodal fits
-#: miss (a chi-square(1) factor is more skewed than an exponential) is taken up by a small
-#: component in its tail: one read 2.3 (accuracy.py S7 trial 37: 58 inliers and one cluster
-#: member, 7 % of the scores tested; the spike's pair was then flagged with 29 % of its
-#: variance between the groups).  Over the 40 trials of every setting without a reference
-#: (about 1700 groups tested), groups made mostly of cluster members and under
-#: :data:`CONFIRM_SMALL` of the scores read at least 10.2 there.  A balanced mixture is no
-#: tail: the 45 % cluster's groups read as little as 2.2 and keep :data:`BIC_MARGIN`.
-CONFIRM_MARGIN = 10.0
-#: Share of the scores tested below which a group needs :data:`CONFIRM_MARGIN`.
-CONFIRM_SMALL = 0.25
 #: Smallest weight of the minor mixture component (and smallest mass of a density group).
 MIN_GROUP_WEIGHT = 0.05
 #: Smallest mass of a separated density group (a clear gap needs less mass than a mixture fit).
@@ -655,7 +642,6 @@ def _groups_1d(
     skewed: bool = False,
     refit_from: float = REFIT_FROM,
     min_weight: float = MIN_GROUP_WEIGHT,
-    margin: float = BIC_MARGIN,
 ) -> tuple[tuple[str, float, list[np.ndarray]] | None, float]:
     """Test one direction: ``((method, offset, non-main group masks) or None, evidence)``.
 
@@ -664,7 +650,7 @@ def _groups_1d(
     exponentially modified Gaussian too (:func:`_best_mixture`).  When ``t`` is larger and
     the subsample's mixture evidence is above ``refit_from`` (:data:`REFIT_FROM`), the fits
     are carried on to all of ``t`` and decided there.  ``min_weight``: the lightest mixture
-    component's smallest weight; ``margin``: the BIC evidence a mixture needs.
+    component's smallest weight.
     """
     cuts = density_groups(sub)
     if cuts is not None and skewed:
@@ -684,7 +670,7 @@ def _groups_1d(
         # decided on every score: the subsample's verdict is noisy near the margin, and the
         # main component's mean (the offset) is better estimated from all of them
         ev, means, w, var = _best_mixture(sub, refit_on=t, skewed=skewed)
-    if ev > margin and w.min() >= min_weight:
+    if ev > BIC_MARGIN and w.min() >= min_weight:
         main = int(np.argmax(w))
         # each sample joins the component its posterior favours; the non-main ones are groups
         logp = np.log(w)[None, :] - 0.5 * (t[:, None] - means[None, :]) ** 2 / var
@@ -786,9 +772,8 @@ def _confirm_groups(
     displacement points along the skewed PC, and there the inliers with it are one skewed
     shape, which the unimodal fits take; a cluster's are still a mixture.  So each group is
     tested again (:func:`_groups_1d`) on the inliers and its own samples, projected on the
-    difference of their means; a group that is not a mixture there (by the stronger margin
-    :data:`CONFIRM_MARGIN` when it is small, as a tail is) is returned to ``inliers`` (in
-    place, in turn).  ``in_test`` marks the rows the fits may use.
+    difference of their means; a group that is not a mixture there is returned to
+    ``inliers`` (in place, in turn).  ``in_test`` marks the rows the fits may use.
 
     A group found by a density gap (``separated``) is tested the same way, whatever its
     weight: a kernel estimate with the bandwidth a skewed sample's interquartile range gives
@@ -816,7 +801,6 @@ def _confirm_groups(
             skewed=True,
             refit_from=-np.inf,
             min_weight=0.0 if gap else MIN_GROUP_WEIGHT,
-            margin=CONFIRM_MARGIN if group.sum() < CONFIRM_SMALL * idx.size else BIC_MARGIN,
         )
         kept.append(found is not None)
         if found is None:
