@@ -880,7 +880,7 @@ def _refine_memberships(
         # a group whose members mostly went to another one was a part of the same cluster
         # (found along another direction): with two classes for one cluster, one takes the
         # cluster and the other a skewed PC's tail next to it (accuracy.py S14 trial 11: the
-        # 3 % cluster found as groups of 42 and 55; the 42 became 31 inliers and 2 members,
+        # 5 % cluster found as groups of 42 and 55; the 42 became 31 inliers and 2 members,
         # and the PC read 32.7 % of its variance between the groups).  Merged, and refined again
         destination = np.bincount(labels[before], minlength=c)
         destination[g + 1] = 0

@@ -896,7 +896,7 @@ def test_fit__two_equal_clusters_beside_a_skewed_spike_are_both_flagged(trial: i
 @pytest.mark.slow
 def test_fit__one_cluster_found_twice_is_one_group_not_a_cluster_and_a_tail() -> None:
     # accuracy.py S14 trial 11 (clusters 6/5/4/3 % and a chi-square(1) spike, sigma^2 = 1.3):
-    # the 4 % cluster was found as two groups (42 and 55 samples); reassigned together, one
+    # the 5 % cluster was found as two groups (42 and 55 samples); reassigned together, one
     # took the whole cluster and the other 31 inliers from the spike's tail, and the spike's
     # pair (|cos| 0.90 with the PC) read 32.7 % of its variance between the groups and was
     # flagged, leaving no stable component near the PC.
