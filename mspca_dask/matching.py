@@ -1305,7 +1305,7 @@ def within_group_variance(scores: np.ndarray, groups: np.ndarray) -> np.ndarray:
     [1.0]
     """
     T = np.asarray(scores, dtype=float)
-    if (np.asarray(groups) > 0).shape[1] == 0:
+    if np.shape(groups)[1] == 0:
         return T.var(axis=0)
     return (_cell_residuals(T, groups) ** 2).mean(axis=0)
 
