@@ -228,7 +228,8 @@ PARAMETERS: dict[str, Param] = {
         Param(
             "edge_margin",
             "float",
-            "a candidate spike must exceed the bulk edge by this many Tracy-Widom units",
+            "a candidate spike must exceed the bulk edge by this many Tracy-Widom units (or "
+            "be above it with skewed scores, at the same level)",
             low=0,
             flag="--edge-margin",
             metavar="M",

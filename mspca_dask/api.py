@@ -100,7 +100,9 @@ def fit(
         difference along a covariance PC (1 % of its variance) is significant; this keeps it a
         covariance PC.  0 lets the shift evidence decide alone.  Not used with a given centre.
     edge_margin : float
-        A candidate spike must exceed the bulk edge by this many Tracy–Widom units.
+        A candidate spike must exceed the bulk edge by this many Tracy–Widom units, or lie
+        above the edge with scores so skewed (a bulk direction's are symmetric) that both
+        together reach the same level, ``P(TW₁ > edge_margin)``.
     tol : float, optional
         Eigenvalue accuracy the randomized solver certifies (default ``ε/10``).
     max_passes : int

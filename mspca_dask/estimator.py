@@ -97,7 +97,8 @@ class MeanShiftPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstima
         (reference and rest, or groups found in score space) for a mean-shift verdict.
     edge_margin : float, default=4.0
         A candidate spike must exceed the Marchenko–Pastur bulk edge by this many
-        Tracy–Widom units (``>= 0``).
+        Tracy–Widom units (``>= 0``), or lie above the edge with scores so skewed (a bulk
+        direction's are symmetric) that both together reach the same level.
     tol : float or None, default=None
         Eigenvalue accuracy (``> 0``) the randomized solver certifies; ``None`` derives it
         from the invariance radius (``ε / 10``).

@@ -1344,3 +1344,25 @@ def test_reference_groups__a_shifted_pair_below_the_mixed_bound_takes_the_other_
     assert kept[1] == share[1]
     _, lent = _reference_groups(T, ref, spikes, z, share, 3.29, 0.05, lend_below=0.10)
     assert lent[1] > 0.9
+
+
+@pytest.mark.slow
+def test_fit__a_skewed_covariance_spike_just_above_the_edge_is_a_stable_component() -> None:
+    # accuracy.py S17 trial 4 (a 25 % cluster and a chi-square(1) spike, d = 800, n = 1200,
+    # sigma^2 = 1.2): the spike's factor drew a sample variance 16 % under its mean and its
+    # eigenvalue, 3.987, sat 1.6 Tracy-Widom units above the edge 3.948, under the candidate
+    # line 4.048: no stable component was returned.  Its scores are skewed (z = -4.5), which
+    # a bulk direction's are not.
+    model, res = _benchmark_trial(
+        4,
+        1200,
+        800,
+        mean_shift_weights=(0.25,),
+        mean_shift_strengths=(1.2 * 4 * math.sqrt(800 / 1200),),
+        noise_variance=1.2,
+        spike_distribution="chi2",
+    )
+    assert res.n_stable == 1
+    assert alignment(res.components[0], model.clean_top_eigenvectors(1)[:, 0]) > 0.95
+    assert "skewed" in res.reasons[np.flatnonzero(res.stable)[0]]
+    assert not np.any(res.stable[res.candidate][_cluster_cosines(res, model) > 0.7])

@@ -886,3 +886,107 @@ def test_check_invariance__a_reference_variance_within_its_error_of_the_line_is_
     assert "the reference's own variance along it, 2.734 ± 0.16, is still a spike" in reason
     # a point comparison with the line flags it
     assert check_invariance(lam, knock, ov, **kw).stable.tolist() == [False, False, False]
+
+
+# ------------------------------------------------------------------ near the edge
+from mspca_dask import rmt  # noqa: E402
+from mspca_dask.matching import edge_evidence, skewness_z  # noqa: E402
+
+
+@pytest.mark.parametrize("noise", ["gaussian", "t4"])
+def test_skewness_z__is_standard_normal_for_symmetric_scores(noise: str) -> None:
+    rng = np.random.default_rng(7)
+    shape = (800, 400)
+    S = rng.standard_normal(shape) if noise == "gaussian" else rng.standard_t(4, shape)
+    z = skewness_z(S + 5.0)  # the column's own mean is taken out
+    assert abs(np.mean(z)) < 0.2
+    assert 0.8 < np.var(z) < 1.2
+    assert np.mean(np.abs(z) > 3.29) < 0.01
+
+
+def test_skewness_z__flips_with_the_sign_of_the_pair_and_sees_a_skewed_factor() -> None:
+    rng = np.random.default_rng(8)
+    f = (rng.standard_normal(1500) ** 2 - 1) / np.sqrt(2)
+    scores = np.column_stack([0.6 * f + rng.standard_normal(1500), rng.standard_normal(1500)])
+    z = skewness_z(scores)
+    assert z[0] > 3 and abs(z[1]) < 3
+    np.testing.assert_allclose(skewness_z(-scores), -z)
+
+
+def _near_edge_scores(rng: np.random.Generator, n: int, skewed: bool) -> np.ndarray:
+    f = (rng.standard_normal(n) ** 2 - 1) / np.sqrt(2) if skewed else rng.standard_normal(n)
+    return np.column_stack([3 * rng.standard_normal(n), 0.7 * f + rng.standard_normal(n)])
+
+
+def test_edge_evidence__a_skewed_pair_below_the_line_is_a_candidate_a_symmetric_one_is_not():
+    rng = np.random.default_rng(9)
+    lam = np.array([6.0, 3.87])  # the second 2.8 units above the edge, 1.2 below the line
+    skewed = edge_evidence(
+        lam, _near_edge_scores(rng, 2000, True), edge=3.8, tw_scale=0.025, margin_units=4.0
+    )
+    assert skewed.candidate.tolist() == [True, True]
+    assert skewed.promoted.tolist() == [False, True]
+    assert skewed.p_value[1] <= skewed.level == pytest.approx(float(rmt.tracy_widom_sf(4.0)))
+    plain = edge_evidence(
+        lam, _near_edge_scores(rng, 2000, False), edge=3.8, tw_scale=0.025, margin_units=4.0
+    )
+    assert plain.candidate.tolist() == [True, False]
+    # below the edge no skewness makes a candidate; above the line the eigenvalue suffices
+    below = edge_evidence(
+        np.array([6.0, 3.79]),
+        _near_edge_scores(rng, 2000, True),
+        edge=3.8,
+        tw_scale=0.025,
+        margin_units=4.0,
+    )
+    assert below.candidate.tolist() == [True, False] and below.p_value[1] == 1.0
+
+
+def test_edge_evidence__symmetric_bulk_pairs_are_promoted_at_most_at_the_line_s_level() -> None:
+    # bulk pairs: Tracy-Widom positions (drawn from the shifted gamma that rmt uses) and
+    # symmetric scores.  Fisher's combination is a chi-square(4) under that null, so
+    # promotions happen at the line's level, 2e-4: about 0.4 in 2000
+    rng = np.random.default_rng(10)
+    units = rng.gamma(rmt.TW1_GAMMA_SHAPE, rmt.TW1_GAMMA_SCALE, 2000) - rmt.TW1_GAMMA_SHIFT
+    scores = rng.standard_normal((600, 2000))
+    ev = edge_evidence(3.8 + 0.025 * units, scores, edge=3.8, tw_scale=0.025, margin_units=4.0)
+    assert ev.promoted.sum() <= 2
+    assert np.all(ev.p_value > 0) and np.all(ev.p_value <= 1)
+    # pairs 1 to 3 units above the edge whose scores carry a chi-square(1) factor of the
+    # noise's size (n = 1500): nearly all are promoted
+    rng = np.random.default_rng(12)
+    skewed = rng.standard_normal((1500, 300)) + (rng.standard_normal((1500, 300)) ** 2 - 1)
+    lam = 3.8 + 0.025 * np.repeat([1.0, 2.0, 3.0], 100)
+    ev = edge_evidence(lam, skewed, edge=3.8, tw_scale=0.025, margin_units=4.0)
+    assert ev.promoted.mean() > 0.85
+
+
+def test_check_invariance__a_promoted_pair_is_judged_and_its_reason_says_why() -> None:
+    rng = np.random.default_rng(11)
+    lam = np.array([6.0, 3.87, 3.75])
+    scores = np.column_stack([_near_edge_scores(rng, 2000, True), rng.standard_normal(2000)])
+    ev = edge_evidence(lam, scores, edge=3.8, tw_scale=0.025, margin_units=4.0)
+    knock = np.array([[9.0, 3.871, 3.75, 3.7]])
+    ov = np.array([[[0.3, 0.0, 0.0, 0.0], [0.0, 0.99, 0.0, 0.0], [0.0, 0.0, 0.99, 0.0]]])
+    res = check_invariance(
+        lam, knock, ov, threshold=0.05, edge=3.8, margin=0.1, min_overlap=0.8, edge_evidence=ev
+    )
+    assert res.candidate.tolist() == [True, True, False]
+    assert res.stable.tolist() == [False, True, False]
+    assert "skewed" in res.reasons[1] and "below the candidate line" in res.reasons[1]
+    assert res.reasons[2].startswith("bulk")
+    without = check_invariance(
+        lam, knock, ov, threshold=0.05, edge=3.8, margin=0.1, min_overlap=0.8
+    )
+    assert without.stable.tolist() == [False, False, False]
+    with pytest.raises(ValueError, match="edge_evidence"):
+        check_invariance(
+            lam[:2],
+            knock,
+            ov[:, :2],
+            threshold=0.05,
+            edge=3.8,
+            margin=0.1,
+            min_overlap=0.8,
+            edge_evidence=ev,
+        )

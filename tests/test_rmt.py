@@ -145,3 +145,30 @@ def test_eigenvector_alignment__in_unit_interval_and_zero_below(c, mult):
     a = rmt.eigenvector_alignment(mult * np.sqrt(c), c)
     assert 0 <= a <= 1
     assert rmt.eigenvector_alignment(0.5 * np.sqrt(c), c) == 0
+
+
+@given(a=st.floats(-12.0, 12.0), b=st.floats(-12.0, 12.0))
+def test_tracy_widom_sf__is_a_decreasing_probability(a, b):
+    lo, hi = sorted((a, b))
+    p_lo, p_hi = rmt.tracy_widom_sf([lo, hi])
+    assert 0.0 <= p_hi <= p_lo <= 1.0
+
+
+def test_tracy_widom_sf__does_not_understate_how_often_the_largest_bulk_eigenvalue_passes():
+    # pure Gaussian noise, n = 400, d = 200: the share of largest eigenvalues more than s
+    # Tracy-Widom units above sigma^2 (1 + sqrt(c))^2 is at most P(TW1 > s) (at finite n the
+    # largest eigenvalue sits a little below the edge), so a p-value from it is conservative
+    rng = np.random.default_rng(3)
+    n, d, reps = 400, 200, 250
+    edge = rmt.mp_edges(d / n, 1.0)[1]
+    scale = rmt.tracy_widom_scale(n, d)
+    units = np.empty(reps)
+    for r in range(reps):
+        X = rng.standard_normal((n, d))
+        units[r] = (np.linalg.eigvalsh(X.T @ X / n)[-1] - edge) / scale
+    for s in (-2.0, -1.0, 0.0, 1.0, 2.0):
+        p = float(rmt.tracy_widom_sf(s))
+        assert np.mean(units > s) <= p + 3 * np.sqrt(p * (1 - p) / reps)
+    # and it is not vacuous: most of the mass is where the law puts it
+    assert np.mean(units > -2.0) > 0.5 * float(rmt.tracy_widom_sf(-2.0))
+    assert rmt.tracy_widom_sf(4.0) < 1e-3

@@ -46,6 +46,7 @@ from ..matching import (
     WithinSpikes,
     between_group_share,
     check_invariance,
+    edge_evidence,
     group_cells,
     group_shift_evidence,
     groups_apart_from_reference,
@@ -508,7 +509,8 @@ def _finish(
     n, d, K = fit.n, fit.d, fit.plan.params.n_components
     reported, image = certified if certified is not None else (spec, None)
     edge = rmt.mp_edges(fit.c, s2)[1]
-    margin = fit.plan.params.edge_margin * rmt.tracy_widom_scale(n, d, s2)
+    tw_scale = rmt.tracy_widom_scale(n, d, s2)
+    margin = fit.plan.params.edge_margin * tw_scale
     overlaps = np.stack(
         [
             _feature_overlaps(fit, knock, centre, spec, sp, b, strength)
@@ -538,7 +540,15 @@ def _finish(
     # groups on opposite sides of the inliers cancel and hid clear mean shifts (4 unequal
     # clusters trial 37, 3 equal clusters trial 11), and a supremum counts the leak whole,
     # so its covariance counts it too.
-    spikes = reported.values > edge + margin
+    # the candidates: above the line, or between the edge and it with skewed scores
+    near_edge = edge_evidence(
+        reported.values,
+        scores,
+        edge=edge,
+        tw_scale=tw_scale,
+        margin_units=fit.plan.params.edge_margin,
+    )
+    spikes = near_edge.candidate
     if groups is None:
         shift_z = shift_evidence(
             scores, knock.memberships, inliers, spikes=spikes, reference=fit.plan.location.reference
@@ -639,6 +649,7 @@ def _finish(
         offset_bound=offset_bound,
         carries=None if carried is None else carried.carries,
         carried_cosine=None if carried is None else carried.cosine,
+        edge_evidence=near_edge,
     )
     if not np.any(check.candidate):
         warnings.warn(
