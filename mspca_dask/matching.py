@@ -253,11 +253,11 @@ def edge_evidence(
     under sign-symmetric noise.  A pair between the edge and the line is a candidate when
     Fisher's combination ``−2 ln(p₁ p₂)``, a χ²₄ under the null, reaches the same level
     ``α``.  Designed on the five trials of ``benchmarks/accuracy.py`` (S1 8 and 13, S7 22
-    and 24, S17 4) where the covariance PC, a χ²₁ factor, sat 1.6 to 3.6 units above the
-    edge (the clean sample's top PC at |cos| ≥ 0.985 with it) and no stable component was
-    returned: its scores read |z| 3.4 to 5.1 and together ``p`` 10⁻⁸ to 10⁻⁵, against
-    ``α = 2·10⁻⁴`` at the default margin.  Where the spikes are Gaussian the skewness adds
-    nothing and the line decides almost alone.
+    and 24, S17 4) where the covariance PC (a χ²₁ or exponential factor) sat 1.6 to 3.6
+    units above the edge (the clean sample's top PC at ``|cos| ≥ 0.985`` with it) and no
+    stable component was returned: its scores read ``|z|`` 3.4 to 5.1 and together ``p``
+    10⁻⁸ to 10⁻⁵, against ``α = 2·10⁻⁴`` at the default margin.  Where the spikes are
+    Gaussian the skewness adds nothing and the line decides almost alone.
 
     Parameters
     ----------
