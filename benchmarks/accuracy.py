@@ -816,6 +816,67 @@ def beyond_plan(quick: bool) -> list[tuple[str, str, object]]:
                 df=5,
             ),
         ),
+        # held out by the seventeenth session (fixed and committed before the reference's
+        # mixed rule was reconsidered on R16 trial 9: a covariance spike spread over three
+        # pairs, each mixed with a cluster; run once after it): reference fits whose
+        # covariance spikes are as strong as the clusters', and one with none
+        (
+            "R20 reference, 2 clusters 8/6 % + 2 cov spikes, d=600, n=1500, noise variance 1.2, t6",
+            "held out",
+            with_reference(
+                mk(
+                    1500,
+                    600,
+                    covariance_spikes=(3 * np.sqrt(0.4), 2.5 * np.sqrt(0.4)),
+                    mean_shift_weights=(0.08, 0.06),
+                    noise="student-t",
+                    df=6,
+                    noise_variance=1.2,
+                )
+            ),
+        ),
+        (
+            "R21 reference, 3 clusters 6/5/4 % + 3 cov spikes, d=800, n=2000, t8",
+            "held out",
+            with_reference(
+                mk(
+                    2000,
+                    800,
+                    covariance_spikes=tuple(f * np.sqrt(0.4) for f in (3, 2.5, 2)),
+                    mean_shift_weights=(0.06, 0.05, 0.04),
+                    noise="student-t",
+                    df=8,
+                )
+            ),
+        ),
+        (
+            "R22 reference, one cluster 10 % + 2 chi2 cov spikes, d=700, n=1400",
+            "held out",
+            with_reference(
+                mk(
+                    1400,
+                    700,
+                    covariance_spikes=(3 * np.sqrt(0.5), 2.5 * np.sqrt(0.5)),
+                    mean_shift_weights=(0.10,),
+                    spike_distribution="chi2",
+                )
+            ),
+        ),
+        (
+            "R23 reference, no contamination, 3 cov spikes, d=700, n=1400, noise variance 1.3, t8",
+            "held out",
+            with_reference(
+                mk(
+                    1400,
+                    700,
+                    covariance_spikes=(3 * np.sqrt(0.5), 2.5 * np.sqrt(0.5), 2 * np.sqrt(0.5)),
+                    mean_shift_weights=(),
+                    noise="student-t",
+                    df=8,
+                    noise_variance=1.3,
+                )
+            ),
+        ),
     ]
     return plan
 
