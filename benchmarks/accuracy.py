@@ -988,11 +988,37 @@ def _store_beyond(args, entry: dict, load_start) -> dict:
             if md.exists()
             else ["# Accuracy of MS-PCA"]
         )
-        md.write_text("\n".join(head + beyond_markdown(payload)) + "\n")
+        md.write_text("\n".join(head + beyond_markdown(payload, beyond_reading(md))) + "\n")
     return payload
 
 
-def beyond_markdown(payload: dict) -> list[str]:
+#: The last line of the generated preamble of the beyond section; what stands between it and
+#: the table is the reading written by hand, which a rerun keeps.
+_PREAMBLE_END = "Held-out settings were fixed before tuning and run once."
+_TABLE_HEAD = "| setting | kind | trials |"
+
+
+def beyond_reading(md: Path) -> list[str]:
+    """The hand-written reading of the beyond section of ``md`` (the lines between the
+    generated preamble and the table), or none: a rerun of some settings rewrites the table
+    and keeps it, so the committed notes on which code each row ran on stay with the rows."""
+    if not md.exists():
+        return []
+    lines = md.read_text().split("\n")
+    try:
+        start = lines.index(_PREAMBLE_END) + 1
+        stop = next(i for i in range(start, len(lines)) if lines[i].startswith(_TABLE_HEAD))
+    except (ValueError, StopIteration):
+        return []
+    reading = lines[start:stop]
+    while reading and not reading[-1].strip():
+        reading.pop()
+    while reading and not reading[0].strip():
+        reading.pop(0)
+    return reading
+
+
+def beyond_markdown(payload: dict, reading: list[str] | None = None) -> list[str]:
     rows = payload.get("beyond", [])
     if not rows:
         return []
@@ -1011,8 +1037,9 @@ def beyond_markdown(payload: dict) -> list[str]:
         "that a",
         "flagged eigenvector aligns with (|cos| >= 0.5). Flags: eigenpairs called mean shift "
         "per trial.",
-        "Held-out settings were fixed before tuning and run once.",
+        _PREAMBLE_END,
         "",
+        *([*reading, ""] if reading else []),
         "| setting | kind | trials | mean alignment | failures | axes found "
         "| flags per trial (max) |",
         "|---|---|---|---|---|---|---|",
@@ -1189,7 +1216,8 @@ def main() -> None:
         "95.85 ± 12.53, 97.16 ± 6.96, 97.39 ± 7.03, 96.17 ± 11.82 at π₁ = 5, 10, 15, 20 %.",
         "Target: mean ≥ 99 % and fewer than 0.5 % of trials below 50 % at every π₁.",
     ]
-    lines += beyond_markdown(json.loads((args.out / "accuracy.json").read_text()))
+    reading = beyond_reading(args.out / "accuracy.md")
+    lines += beyond_markdown(json.loads((args.out / "accuracy.json").read_text()), reading)
     (args.out / "accuracy.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
 
