@@ -273,6 +273,47 @@ def test_check_invariance__the_reference_variance_reason_only_when_within_is_the
     assert wide.stable.tolist() == [False, False]
 
 
+def test_check_invariance__a_reference_spike_spread_over_pairs_is_kept_past_the_share_bound():
+    # R16 trial 9: the reference spreads as a spike along one direction of the candidates'
+    # span carried by pair 1 at |cos| 0.63 (spread over three pairs), 36.9 % of that pair's
+    # variance between the groups; the per-pair bound lifts the 30 % bound for it alone
+    kw = {
+        "threshold": 0.05,
+        "edge": 3.8,
+        "margin": 0.1,
+        "min_overlap": 0.5,
+        "shift_z": np.array([11.8, 35.6, 34.2]),
+        "z_threshold": 3.3,
+        "within": np.array([2.8, 4.70, 2.9]),
+        "share": np.array([0.247, 0.369, 0.335]),
+        "min_share": 0.05,
+        "within_of_reference": True,
+        "within_se": np.array([0.2, 0.28, 0.2]),
+        "carries": np.array([False, True, False]),
+        "carried_cosine": np.array([1.0, 0.63, 1.0]),
+    }
+    lam, knock = np.array([5.5, 5.2, 4.9]), np.array([[5.5, 5.2, 4.9, 3.0]])
+    ov = np.eye(3, 4)[None]
+    bound = np.array([0.3, 1.0, 0.3])
+    res = check_invariance(lam, knock, ov, mixed_max_share=bound, **kw)
+    assert res.stable.tolist() == [False, True, False]
+    assert "spread 4.7 ± 0.28 along one direction" in res.reasons[1]
+    assert "(|cos| 0.63; 36.9% of its variance between the groups)" in res.reasons[1]
+    assert "spread over several pairs, leaning towards them" in res.reasons[1]
+    # one bound for every pair (as before): the spread pair is past it and is a mean shift
+    flat = check_invariance(lam, knock, ov, mixed_max_share=0.3, **kw)
+    assert flat.stable.tolist() == [False, False, False]
+    # a carrier whose spike is its own (|cos| >= SPREAD_COSINE) keeps the reference's reason
+    own = check_invariance(
+        lam,
+        knock,
+        ov,
+        mixed_max_share=bound,
+        **{**kw, "carried_cosine": np.array([1.0, 0.95, 1.0])},
+    )
+    assert "the reference's own variance along it, 4.7" in own.reasons[1]
+
+
 def test_group_cells__one_cell_per_membership_pattern_and_one_for_no_groups():
     from mspca_dask.matching import group_cells
 
@@ -383,6 +424,11 @@ def test_mixed_pairs__are_the_pairs_check_invariance_keeps_stable_by_the_within_
     assert (
         mixed_pairs(lam6, z6, 3.3, w6_high, **kw, share=share, max_share=0.1).tolist()
         == [True] + [False] * 5
+    )
+    # one bound per pair: lifted for the second alone, which is then mixed at a 30 % share
+    per_pair = np.array([0.1, 1.0, 0.1, 0.1, 0.1, 0.1])
+    assert mixed_pairs(lam6, z6, 3.3, w6, **kw, share=share, max_share=per_pair).tolist() == (
+        [False, True] + [False] * 4
     )
     w6_low = np.array([3.95, 4.2, 1, 1, 1, 3.0])
     assert mixed_pairs(lam6, z6, 3.3, w6_low, **kw).tolist() == [True, True] + [False] * 4
