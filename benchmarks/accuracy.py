@@ -819,10 +819,12 @@ def beyond_plan(quick: bool) -> list[tuple[str, str, object]]:
         # held out by the seventeenth session (fixed and committed before the reference's
         # mixed rule was reconsidered on R16 trial 9: a covariance spike spread over three
         # pairs, each mixed with a cluster; run once after it): reference fits whose
-        # covariance spikes are as strong as the clusters', and one with none
+        # covariance spikes are as strong as the clusters', and one with none.  R20's first
+        # run found trial 7 (a spread spike kept twice, hiding a cluster), which led to the
+        # count of missing spikes in run._spread_reference_spikes: R20 is tuned since
         (
             "R20 reference, 2 clusters 8/6 % + 2 cov spikes, d=600, n=1500, noise variance 1.2, t6",
-            "held out",
+            "tuned (held out for its first run: 0 of 40 failed, 97.5 % of cluster axes found)",
             with_reference(
                 mk(
                     1500,
