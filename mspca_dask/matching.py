@@ -547,28 +547,27 @@ def check_invariance(
             z_txt = f"{float(shift_z[i]):.3g}"
             displaced = f"stable: groups are displaced along it (shift evidence z = {z_txt}) but "
             spread_over = carried_cosine is not None and carried_cosine[i] < SPREAD_COSINE
-            if mixed[i] and within_of_reference and spread_over:
-                assert within is not None and share is not None and carried_cosine is not None
-                spread = f"{float(within[i]):.4g}"
-                if within_se is not None:
-                    spread += f" ± {float(within_se[i]):.2g}"
-                reasons[i] = displaced + (
-                    f"the reference's own scores still spread {spread} along one direction "
-                    f"of the candidates' span, and this pair carries the most of it (|cos| "
-                    f"{float(carried_cosine[i]):.2f}; {float(share[i]):.1%} of its variance "
-                    f"between the groups): a covariance spike spread over several pairs, "
-                    f"leaning towards them"
-                )
-            elif mixed[i] and within_of_reference:
+            if mixed[i] and within_of_reference:
                 assert within is not None and share is not None
                 spread = f"{float(within[i]):.4g}"
                 if within_se is not None:
                     spread += f" ± {float(within_se[i]):.2g}"
-                reasons[i] = displaced + (
-                    f"the reference's own variance along it, {spread}, is still a spike and "
-                    f"only {float(share[i]):.1%} of its variance lies between the groups "
-                    f"(< {float(max_share[i]):.0%}): a covariance spike leaning towards them"
-                )
+                if spread_over:
+                    assert carried_cosine is not None
+                    reasons[i] = displaced + (
+                        f"the reference's own scores still spread {spread} along one "
+                        f"direction of the candidates' span, and this pair carries the most "
+                        f"of it (|cos| {float(carried_cosine[i]):.2f}; {float(share[i]):.1%} "
+                        f"of its variance between the groups): a covariance spike spread over "
+                        f"several pairs, leaning towards them"
+                    )
+                else:
+                    reasons[i] = displaced + (
+                        f"the reference's own variance along it, {spread}, is still a spike "
+                        f"and only {float(share[i]):.1%} of its variance lies between the "
+                        f"groups (< {float(max_share[i]):.0%}): a covariance spike leaning "
+                        f"towards them"
+                    )
             elif mixed[i] and spread_over:
                 assert within is not None and carried_cosine is not None
                 reasons[i] = displaced + (
