@@ -816,22 +816,6 @@ def _bulk_above(eigenvalues: np.ndarray, edge: float, margin: float) -> bool:
     return bool(eigenvalues.size >= MIN_BULK_CHECK and eigenvalues[-1] > edge + margin)
 
 
-def _reference_spikes(
-    scores: np.ndarray,
-    reference: np.ndarray,
-    pairs: np.ndarray,
-    eigenvalues: np.ndarray,
-    edge: float,
-    margin: float,
-) -> WithinSpikes:
-    """The reference's covariance spikes in the span of ``pairs`` (K,) bool, one to each pair
-    that carries most of one (:func:`~mspca_dask.matching.within_spikes`, the reference as
-    the inliers and the rest as one group)."""
-    rest = (~reference).astype(float)[:, None]
-    line = within_line(eigenvalues, within_variance(scores, rest), edge=edge, margin=margin)
-    return within_spikes(scores, rest, pairs, line)
-
-
 def _spread_reference_spikes(
     scores: np.ndarray,
     reference: np.ndarray,
@@ -852,7 +836,8 @@ def _spread_reference_spikes(
 
     Under the model the reference spreads as a spike along the covariance spikes alone, so
     the candidates hold as many covariance spikes as the reference has spikes in their span
-    (:func:`_reference_spikes`).  When fewer candidates than that are ``kept`` stable
+    (:func:`~mspca_dask.matching.within_spikes`, the reference as the inliers and the rest
+    as one group).  When fewer candidates than that are ``kept`` stable
     (unshifted, or by the per-pair rule), the spikes missing are among the pairs about to be
     flagged: in their span, the reference's spikes spread over several of them (``|cos|``
     below :data:`~mspca_dask.matching.SPREAD_COSINE` with the pair carrying each), the
@@ -876,9 +861,11 @@ def _spread_reference_spikes(
     spread : WithinSpikes
         The reference's spikes in the span of the pairs about to be flagged.
     """
-    every = _reference_spikes(scores, reference, spikes, eigenvalues, edge, margin)
+    rest = (~reference).astype(float)[:, None]
+    line = within_line(eigenvalues, within_variance(scores, rest), edge=edge, margin=margin)
+    every = within_spikes(scores, rest, spikes, line)
     missing = int(np.count_nonzero(every.carries)) - int(np.count_nonzero(kept))
-    spread = _reference_spikes(scores, reference, spikes & ~kept, eigenvalues, edge, margin)
+    spread = within_spikes(scores, rest, spikes & ~kept, line)
     lift = np.zeros(spikes.shape, dtype=bool)
     if missing > 0:
         carriers = np.flatnonzero(spread.carries & (spread.cosine < SPREAD_COSINE))
