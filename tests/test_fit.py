@@ -1369,6 +1369,37 @@ def test_reference_groups__a_tail_group_of_widely_spread_outsiders_is_not_a_popu
     assert z_out[1] == 0.5 and share_out[1] == 0.0
 
 
+def test_reference_groups__haplotype_groups_far_wider_than_the_reference_are_neither_shift_nor_lent():
+    # OutOfAfrica_4J17 seed 5 with the CEU reference, in miniature.  Pair 0 is a population
+    # axis (120 East Asians at -75, 60 Yoruba at +163, the reference's sd 3.4).  Along pair 1,
+    # a linkage PC of the outsiders, they form three haplotype groups (+31, -38, -105), each
+    # holding both populations and spreading 9 to 12 times the reference (sd 1.7): no
+    # displaced copy of the reference, so no shift, and no groups to lend to pair 2, which
+    # they displace a little (flagged through them before: 8.1 % of its variance between the
+    # groups of pairs 0 and 1 in the cohort, 17 % here)
+    from mspca_dask._engine.run import _reference_groups
+    from mspca_dask.matching import between_group_share
+
+    rng = np.random.default_rng(4)
+    n0, population = 600, np.repeat([0, 1], [120, 60])
+    T = np.zeros((n0 + 180, 3))
+    T[:n0] = rng.standard_normal((n0, 3)) * [3.4, 1.7, 2.4]
+    T[n0:, 0] = np.where(population == 0, -75.0, 163.0) + 7.5 * rng.standard_normal(180)
+    haplotype = rng.permutation(np.repeat([0, 1, 2], [110, 60, 10]))
+    spread = np.array([20.0, 15.0, 16.0])[haplotype]
+    T[n0:, 1] = np.array([31.0, -38.0, -105.0])[haplotype] + spread * rng.standard_normal(180)
+    T[n0:, 2] = np.array([8.0, -12.0, -15.0])[haplotype] + 30.0 * rng.standard_normal(180)
+    ref = np.arange(n0 + 180) < n0
+    share = between_group_share(T, (~ref).astype(np.intp))
+    z = np.array([0.8, 1.2, 4.56])
+    z_out, share_out = _reference_groups(
+        T, ref, np.ones(3, bool), z, share, 3.29, 0.05, lend_below=0.30
+    )
+    assert z_out[0] > 100 and share_out[0] > 0.9  # the populations, by their own groups
+    assert z_out[1] == 1.2 and share_out[1] == share[1]
+    assert share_out[2] < 0.05
+
+
 def test_reference_groups__a_population_axis_short_of_the_mixed_bound_takes_the_populations_share():
     # 200 CEU + 20 YRI + 12 CHB with the CEU reference, in miniature: along pair 1 the two
     # small populations lie on both sides of the reference (+15 and -8, reference sd 3), so

@@ -865,6 +865,53 @@ def test_groups_apart_from_reference__haplotype_groups_the_reference_shares_are_
     assert groups_apart_from_reference(ref, t, copies_out).max() == -1
 
 
+def test_groups_spread_like_reference__one_tight_group_is_enough():
+    # AmericanAdmixture_4B18 seed 6's population axis in miniature: a 1-D fit put two
+    # populations in one group (8.9 times the reference's spread), the other group is one
+    # population (2.0 times): the groups are displaced copies of the reference
+    from mspca_dask.matching import groups_spread_like_reference
+
+    rng = np.random.default_rng(4)
+    ref = rng.standard_normal(600)
+    cells = np.repeat([0, 1], [120, 60])
+    t = np.concatenate([8.9 * rng.standard_normal(120) - 60, 2.0 * rng.standard_normal(60) + 90])
+    assert groups_spread_like_reference(ref, t, cells)
+
+
+def test_groups_spread_like_reference__every_group_far_wider_is_not_a_displaced_copy():
+    # OutOfAfrica_4J17 seed 5's linkage PC in miniature: three haplotype groups of outsiders
+    # at 12, 9 and 9.5 times the reference's spread
+    from mspca_dask.matching import groups_spread_like_reference
+
+    rng = np.random.default_rng(5)
+    ref = rng.standard_normal(600)
+    cells = np.repeat([0, 1, 2], [110, 60, 10])
+    centre = np.array([31.0, -38.0, -105.0])[cells]
+    t = centre + np.array([12.0, 9.0, 9.5])[cells] * rng.standard_normal(180)
+    assert not groups_spread_like_reference(ref, t, cells)
+    # the bound is a ratio to the reference: the same groups around a reference as wide
+    # as them spread like it
+    assert groups_spread_like_reference(10.0 * ref, t, cells)
+    assert groups_spread_like_reference(ref, t, cells, max_spread=15.0)
+
+
+def test_groups_spread_like_reference__groups_too_small_to_measure_do_not_decide():
+    from mspca_dask.matching import groups_spread_like_reference
+
+    rng = np.random.default_rng(6)
+    ref = rng.standard_normal(600)
+    t = np.concatenate([20.0 * rng.standard_normal(170), [50.0, 50.1, 50.2, 49.9]])
+    cells = np.repeat([0, 1], [170, 4])
+    # the four tight samples are too few to measure: the wide group decides
+    assert not groups_spread_like_reference(ref, t, cells)
+    assert groups_spread_like_reference(ref, t, cells, min_size=4)
+    # no group to measure, or no reference spread to compare with: nothing is ruled out
+    assert groups_spread_like_reference(ref, t[170:], cells[170:])
+    assert groups_spread_like_reference(ref[:1], t, cells)
+    with pytest.raises(ValueError, match="cells must be"):
+        groups_spread_like_reference(ref, t, cells[:-1])
+
+
 def test_groups_apart_from_reference__needs_a_significant_shortfall_and_a_reference_like_rest():
     from mspca_dask.matching import groups_apart_from_reference
 

@@ -51,6 +51,7 @@ from ..matching import (
     group_cells,
     group_shift_evidence,
     groups_apart_from_reference,
+    groups_spread_like_reference,
     mixed_pairs,
     model_fit_diagnostics,
     reference_group_evidence,
@@ -951,9 +952,15 @@ def _reference_groups(
 
     def along(j: Any) -> np.ndarray:
         """Pair ``j``'s groups among the non-reference samples (fitted once, when needed:
-        0.1 s a pair on the benchmark cohort's 1000)."""
+        0.1 s a pair on the benchmark cohort's 1000); none where every group spreads far
+        wider than the reference (:func:`~mspca_dask.matching.groups_spread_like_reference`)."""
         if j not in fitted:
-            fitted[j] = residual_groups(T[:, [j]], none)
+            groups = residual_groups(T[:, [j]], none)
+            if groups.shape[1] and not groups_spread_like_reference(
+                scores[reference, j], T[:, j], group_cells(groups)
+            ):
+                groups = none
+            fitted[j] = groups
         return fitted[j]
 
     def worth_testing(j: Any) -> bool:
