@@ -865,6 +865,29 @@ def test_groups_apart_from_reference__haplotype_groups_the_reference_shares_are_
     assert groups_apart_from_reference(ref, t, copies_out).max() == -1
 
 
+def test_groups_apart_from_reference__a_group_straddling_the_reference_off_centre_is_not_left_with_it():
+    # AmericanAdmixture_4B18 seed 8 with the EUR reference, in miniature: AFR lies apart at
+    # +153; ASIA (-133) and the admixed (-43, sd 53) form one group whose interval holds the
+    # reference.  That group sits 1.5 of its own standard deviations off the reference: it
+    # is displaced samples, not a rest left with the reference, so AFR stays apart
+    from mspca_dask.matching import groups_apart_from_reference
+
+    rng = np.random.default_rng(0)
+    ref = 4.2 * rng.standard_normal(600)
+    t = np.concatenate(
+        [
+            153.0 + 17.0 * rng.standard_normal(60),
+            -133.0 + 22.0 * rng.standard_normal(60),
+            -43.0 + 53.0 * rng.standard_normal(60),
+        ]
+    )
+    labels = groups_apart_from_reference(ref, t, np.repeat([1, 0, 0], 60))
+    np.testing.assert_array_equal(labels, np.repeat([1, -1], [60, 120]))
+    # the same wide group centred on the reference is a rest left with it: nothing is apart
+    t[60:] -= t[60:].mean()
+    assert groups_apart_from_reference(ref, t, np.repeat([1, 0, 0], 60)).max() == -1
+
+
 def test_groups_spread_like_reference__one_tight_group_is_enough():
     # AmericanAdmixture_4B18 seed 6's population axis in miniature: a 1-D fit put two
     # populations in one group (8.9 times the reference's spread), the other group is one
