@@ -57,6 +57,15 @@ COHORTS: dict[str, tuple[str, dict[str, int], float, str]] = {
         20e6,
         "EUR",
     ),
+    # held out (fixed before its first run, after the rule for groups straddling the
+    # reference off its centre was designed on admix4 seed 8): a large admixed population
+    # that reaches the reference, between it and the two others
+    "admix4-big-admixed": (
+        "AmericanAdmixture_4B18",
+        {"EUR": 400, "AFR": 80, "ASIA": 80, "ADMIX": 160},
+        20e6,
+        "EUR",
+    ),
 }
 
 
