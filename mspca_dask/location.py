@@ -22,6 +22,7 @@ __all__ = [
     "CandidateLocation",
     "candidate_location",
     "residual_groups",
+    "groups_outside",
     "split_groups",
     "density_groups",
     "mixture_evidence",
@@ -1117,6 +1118,40 @@ def split_groups(
             column[rows] = within[:, j]
             new.append(column)
     return _with_columns(G, new)
+
+
+def groups_outside(groups: np.ndarray, before: np.ndarray) -> np.ndarray:
+    """Which columns of ``groups`` hold mostly samples that were in no column of ``before``.
+
+    :func:`residual_groups` with ``refine_on`` reassigns every group and merges one most of
+    whose members went to another (:func:`_refine_memberships`), so its columns are not
+    always ``before``'s followed by the new ones: a merge of two earlier groups leaves as many
+    columns as before even when a new group was found.  A column is new when more than half
+    of its members were outside every earlier group.
+
+    Parameters
+    ----------
+    groups : (n_samples, g') ndarray
+        Indicator columns (``> 0`` is membership).
+    before : (n_samples, g) ndarray
+        The earlier groups' indicator columns.
+
+    Returns
+    -------
+    (g',) bool ndarray
+
+    Examples
+    --------
+    >>> before = np.array([[1, 0], [1, 0], [0, 1], [0, 1], [0, 0], [0, 0]])
+    >>> merged_and_new = np.array([[1, 0], [1, 0], [1, 0], [1, 0], [0, 1], [0, 1]])
+    >>> groups_outside(merged_and_new, before).tolist()
+    [False, True]
+    """
+    G = np.asarray(groups) > 0
+    earlier = np.any(np.asarray(before) > 0, axis=1)
+    members = G.sum(axis=0)
+    outside = (G & ~earlier[:, None]).sum(axis=0)
+    return np.asarray(2 * outside > members)
 
 
 def residual_groups(

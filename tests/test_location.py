@@ -478,3 +478,74 @@ def test_refine_memberships__a_group_overlapping_the_inliers_is_left_as_found(mo
     np.testing.assert_array_equal(kept[0], group)
     monkeypatch.setattr(location, "REFINE_KEEP", 0.0)
     assert location._refine_memberships(T, [group])[0].sum() < 0.5 * group.sum()
+
+
+def _cluster_found_in_two_parts_and_a_missed_cluster(seed: int):
+    """Scores with cluster A (samples 0-59, +5 along column 1) found earlier as two groups,
+    one holding 20 inliers from column 0's skewed tail, and cluster B (samples 100-179, +8
+    along column 2) still among the inliers."""
+    rng = np.random.default_rng(seed)
+    n = 1000
+    T = np.c_[1.5 * rng.chisquare(1, n), rng.standard_normal((n, 2))]
+    T[:60, 0] = rng.standard_normal(60)
+    T[:60, 1] += 5.0
+    T[100:180, 2] += 8.0
+    part = np.zeros(n, dtype=bool)
+    part[:30] = True
+    part[60 + np.argsort(T[60:, 0])[-20:]] = True
+    rest = np.zeros(n, dtype=bool)
+    rest[30:60] = True
+    return T, np.c_[part, rest].astype(float)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_groups_outside__a_new_group_is_told_apart_when_earlier_groups_merge(seed: int):
+    # reassigned, A's two parts merge into one group while B is found: as many columns as
+    # before, one of them new
+    from mspca_dask.location import groups_outside, residual_groups
+
+    T, earlier = _cluster_found_in_two_parts_and_a_missed_cluster(seed)
+    G = residual_groups(T[:, [2]], earlier, refine_on=T)
+    assert G.shape[1] == earlier.shape[1]
+    assert groups_outside(G, earlier).tolist() == [False, True]
+    assert G[:60, 0].sum() >= 56 and G[100:180, 1].all()
+
+
+def test_groups_outside__earlier_groups_refined_and_new_ones_appended():
+    from mspca_dask.location import groups_outside
+
+    before = np.zeros((10, 2))
+    before[:3, 0] = before[3:6, 1] = 1
+    after = np.zeros((10, 3))
+    after[:4, 0] = 1  # grew by one former inlier
+    after[4:6, 1] = 1  # lost one member
+    after[6:9, 2] = 1  # new
+    assert groups_outside(after, before).tolist() == [False, False, True]
+    assert groups_outside(before, np.zeros((10, 0))).tolist() == [True, True]
+    assert groups_outside(np.zeros((10, 0)), before).tolist() == []
+
+
+@pytest.mark.parametrize("seed", range(2))
+def test_missed_clusters__a_cluster_found_while_two_earlier_groups_merge_is_counted(seed: int):
+    # the search for missed clusters stopped when a round returned no more columns than it
+    # was given, and a round merges groups as it reassigns them: cluster B, found while the
+    # two parts of cluster A merged, was dropped and the pair carrying it read z 0.5
+    from mspca_dask._engine.run import _missed_clusters
+
+    T, earlier = _cluster_found_in_two_parts_and_a_missed_cluster(seed)
+    T = T - T.mean(axis=0)
+    groups, _, shift_z = _missed_clusters(
+        T,
+        earlier,
+        np.ones(3, dtype=bool),
+        np.array([1.0, 20.0, 0.5]),
+        3.29,
+        T.var(axis=0),
+        edge=1.5,
+        margin=0.1,
+        random_state=0,
+    )
+    assert any(
+        groups[100:180, j].all() and groups[:, j].sum() <= 82 for j in range(groups.shape[1])
+    )
+    assert shift_z[2] > 30

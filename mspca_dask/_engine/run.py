@@ -37,6 +37,7 @@ from ..location import (
     CandidateLocation,
     candidate_location,
     density_groups,
+    groups_outside,
     residual_groups,
     split_groups,
 )
@@ -767,7 +768,6 @@ def _missed_clusters(
         Over the returned groups (``shift_z`` itself when none were found).
     """
     disjoint = evidence_groups = groups
-    n_located = groups.shape[1]
 
     # with six or more pairs all above the candidate line the bulk itself is above the edge
     # (correlated noise, real data off the model): nearly every direction of the span is
@@ -800,11 +800,15 @@ def _missed_clusters(
             random_state=random_state,
             refine_on=scores[:, spikes],
         )
-        if more.shape[1] <= disjoint.shape[1]:  # none new (or one merged into a group)
-            break
+        # a round may merge groups as it reassigns them, so the count of columns does not
+        # say whether it found one: a column is new when most of its members were inliers
+        if not np.any(groups_outside(more, disjoint)):
+            break  # none new (or each merged into a group)
         disjoint = more
-        new = disjoint[:, n_located:]
-        evidence_groups = np.c_[disjoint[:, :n_located], split_groups(scores[:, spikes], new)]
+        missed = groups_outside(disjoint, groups)
+        evidence_groups = np.c_[
+            disjoint[:, ~missed], split_groups(scores[:, spikes], disjoint[:, missed])
+        ]
         carried = spikes_over(evidence_groups)
         inliers = ~np.any(evidence_groups > 0, axis=1)
         shift_z = group_shift_evidence(scores, evidence_groups, inliers, spikes=spikes)
