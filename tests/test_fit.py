@@ -1369,7 +1369,7 @@ def test_reference_groups__a_tail_group_of_widely_spread_outsiders_is_not_a_popu
     assert z_out[1] == 0.5 and share_out[1] == 0.0
 
 
-def test_reference_groups__haplotype_groups_far_wider_than_the_reference_are_neither_shift_nor_lent():
+def test_reference_groups__haplotype_groups_far_wider_than_the_reference_neither_shift_nor_lend():
     # OutOfAfrica_4J17 seed 5 with the CEU reference, in miniature.  Pair 0 is a population
     # axis (120 East Asians at -75, 60 Yoruba at +163, the reference's sd 3.4).  Along pair 1,
     # a linkage PC of the outsiders, they form three haplotype groups (+31, -38, -105), each

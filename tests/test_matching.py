@@ -865,7 +865,7 @@ def test_groups_apart_from_reference__haplotype_groups_the_reference_shares_are_
     assert groups_apart_from_reference(ref, t, copies_out).max() == -1
 
 
-def test_groups_apart_from_reference__a_group_straddling_the_reference_off_centre_is_not_left_with_it():
+def test_groups_apart_from_reference__a_group_off_centre_around_the_reference_is_not_left_with_it():
     # AmericanAdmixture_4B18 seed 8 with the EUR reference, in miniature: AFR lies apart at
     # +153; ASIA (-133) and the admixed (-43, sd 53) form one group whose interval holds the
     # reference.  That group sits 1.5 of its own standard deviations off the reference: it
