@@ -1400,6 +1400,40 @@ def test_reference_groups__haplotype_groups_far_wider_than_the_reference_neither
     assert share_out[2] < 0.05
 
 
+def test_reference_groups__wide_groups_that_split_the_samples_as_another_pairs_do_are_lent():
+    # AmericanAdmixture_4B18 with 400 EUR + 80 AFR + 80 ASIA + 160 admixed, seed 4, with
+    # the EUR reference, in miniature.  Along pair 0 AFR (-370) lies apart and ASIA with the
+    # admixed (-152, -141) form one group; AFR spreads 6 times the reference (sd 4.2), the
+    # other group 10 times.  Pair 1 (AFR -141, ASIA +204, admixed +80) holds 9 % of its
+    # variance between the reference and the rest, short of the mixed bound, and needs pair
+    # 0's groups to reach it.  Those groups all spread wide, but they split the samples as
+    # pair 1's do: populations more diverse than the reference, not haplotype groups
+    from mspca_dask._engine.run import _reference_groups
+    from mspca_dask.matching import REFERENCE_MIXED_SHARE, between_group_share
+
+    rng = np.random.default_rng(1)
+    n0, population = 400, np.repeat([0, 1, 2], [80, 80, 160])
+    T = np.zeros((n0 + 320, 2))
+    T[:n0] = rng.standard_normal((n0, 2)) * [4.2, 3.8]
+    spread = np.c_[[25.0, 14.0, 56.0], [13.0, 18.0, 55.0]][population]
+    centre = np.c_[[-370.0, -152.0, -141.0], [-141.0, 204.0, 80.0]][population]
+    T[n0:] = centre + spread * rng.standard_normal((320, 2))
+    ref = np.arange(n0 + 320) < n0
+    share = between_group_share(T, (~ref).astype(np.intp))
+    assert share[1] < REFERENCE_MIXED_SHARE
+    _, lent = _reference_groups(
+        T,
+        ref,
+        np.ones(2, bool),
+        np.array([30.0, 10.5]),
+        share,
+        3.29,
+        0.05,
+        lend_below=REFERENCE_MIXED_SHARE,
+    )
+    assert lent[1] > 0.7
+
+
 def test_reference_groups__a_population_axis_short_of_the_mixed_bound_takes_the_populations_share():
     # 200 CEU + 20 YRI + 12 CHB with the CEU reference, in miniature: along pair 1 the two
     # small populations lie on both sides of the reference (+15 and -8, reference sd 3), so

@@ -888,6 +888,24 @@ def test_groups_apart_from_reference__a_group_off_centre_around_the_reference_is
     assert groups_apart_from_reference(ref, t, np.repeat([1, 0, 0], 60)).max() == -1
 
 
+def test_partition_association__refinements_read_one_and_independent_cuts_zero():
+    from mspca_dask.matching import partition_association
+
+    populations = np.repeat([0, 1, 2], [60, 60, 60])
+    # a finer or a coarser partition along the same populations
+    assert partition_association(populations, np.repeat([0, 0, 1], 60)) == pytest.approx(1.0)
+    assert partition_association(np.repeat([4, 4, 9], 60), populations) == pytest.approx(1.0)
+    # haplotype groups holding every population in proportion
+    haplotype = np.tile(np.repeat([0, 1, 2], [10, 6, 4]), 9)
+    assert partition_association(haplotype, populations) == pytest.approx(0.0, abs=1e-12)
+    rng = np.random.default_rng(0)
+    random_cut = rng.integers(0, 3, populations.size)
+    assert partition_association(random_cut, populations) < 0.3
+    assert partition_association(np.zeros(180), populations) == 0.0
+    with pytest.raises(ValueError, match="same shape"):
+        partition_association(populations, populations[:-1])
+
+
 def test_groups_spread_like_reference__one_tight_group_is_enough():
     # AmericanAdmixture_4B18 seed 6's population axis in miniature: a 1-D fit put two
     # populations in one group (8.9 times the reference's spread), the other group is one

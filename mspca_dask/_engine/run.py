@@ -44,6 +44,7 @@ from ..location import (
 from ..matching import (
     MIN_BULK_CHECK,
     REFERENCE_MIXED_SHARE,
+    SAME_PARTITION,
     SPREAD_COSINE,
     WithinSpikes,
     between_group_share,
@@ -55,6 +56,7 @@ from ..matching import (
     groups_spread_like_reference,
     mixed_pairs,
     model_fit_diagnostics,
+    partition_association,
     reference_group_evidence,
     reference_offset,
     shift_evidence,
@@ -953,19 +955,42 @@ def _reference_groups(
     T = scores[rest]
     none = np.zeros((T.shape[0], 0))
     fitted: dict[int, np.ndarray] = {}
+    kept: dict[int, np.ndarray] = {}
+
+    def fitted_along(j: Any) -> np.ndarray:
+        """Pair ``j``'s groups among the non-reference samples as the 1-D tests find them
+        (fitted once, when needed: 0.1 s a pair on the benchmark cohort's 1000)."""
+        if j not in fitted:
+            fitted[j] = residual_groups(T[:, [j]], none)
+        return fitted[j]
+
+    def spread_like(j: Any) -> bool:
+        groups = fitted_along(j)
+        return not groups.shape[1] or groups_spread_like_reference(
+            scores[reference, j], T[:, j], group_cells(groups)
+        )
 
     def along(j: Any) -> np.ndarray:
-        """Pair ``j``'s groups among the non-reference samples (fitted once, when needed:
-        0.1 s a pair on the benchmark cohort's 1000); none where every group spreads far
-        wider than the reference (:func:`~mspca_dask.matching.groups_spread_like_reference`)."""
-        if j not in fitted:
-            groups = residual_groups(T[:, [j]], none)
-            if groups.shape[1] and not groups_spread_like_reference(
-                scores[reference, j], T[:, j], group_cells(groups)
-            ):
-                groups = none
-            fitted[j] = groups
-        return fitted[j]
+        """Pair ``j``'s groups; none where every group spreads far wider than the reference
+        (:func:`~mspca_dask.matching.groups_spread_like_reference`: haplotype groups along a
+        linkage PC) unless they split the samples as the groups along another pair that
+        spread like it do (:func:`~mspca_dask.matching.partition_association`: populations
+        more diverse than the reference)."""
+        if j not in kept:
+            groups = fitted_along(j)
+            if groups.shape[1] and not spread_like(j):
+                found = [
+                    fitted_along(k)
+                    for k in pairs
+                    if k != j and worth_testing(k) and fitted_along(k).shape[1] and spread_like(k)
+                ]
+                if found and (
+                    partition_association(group_cells(groups), group_cells(np.column_stack(found)))
+                    < SAME_PARTITION
+                ):
+                    groups = none
+            kept[j] = groups
+        return kept[j]
 
     def worth_testing(j: Any) -> bool:
         """Whether pair ``j``'s own groups could lie apart from the reference with the rest
