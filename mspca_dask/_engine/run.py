@@ -936,7 +936,13 @@ def _reference_groups(
       with a standard deviation of 4 to 5, and the pair read z 0.01 and 1.05.  A haplotype
       group along a linkage PC is not taken: the reference holds its share of it, or the
       outsiders spread 2.6 to 35 times wider than the reference along that PC (its rare
-      variants, scaled by the reference's frequencies).  The pair keeps the larger
+      variants, scaled by the reference's frequencies).  Nor are a pair's groups taken, as
+      its evidence or lent to others, when every one spreads more than
+      :data:`~mspca_dask.matching.WIDE_GROUPS` times the reference and they cut across the
+      groups of the other pairs that spread like it (Cramér's V below
+      :data:`~mspca_dask.matching.SAME_PARTITION`): OutOfAfrica_4J17 seed 5, PC3's three
+      haplotype groups of Yoruba and East Asians at 9 to 12 times, V 0.13 against the
+      populations along PC2, had shifted PC3 (z 31.6) and, lent, PC4.  The pair keeps the larger
       evidence, and takes those groups' share when they shift it by themselves: with three
       clusters mixed over three pairs (``benchmarks/accuracy.py`` R4), a cluster pair's
       evidence passed but over the reference and the rest, half of it inliers, 1 to 4 % of
