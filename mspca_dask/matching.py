@@ -56,7 +56,6 @@ __all__ = [
     "groups_apart_from_reference",
     "groups_spread_like_reference",
     "partition_association",
-    "SAME_PARTITION",
     "model_fit_diagnostics",
 ]
 
