@@ -835,6 +835,19 @@ def reference_offset(
     return offset, float(bound), (offset <= bound) & alike
 
 
+def _reference_outsiders_cells(
+    reference: np.ndarray, scores: np.ndarray, cells: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The reference's and the other samples' scores along one direction, and the others'
+    cells, as flat arrays; the cells must match the scores."""
+    r = np.asarray(reference, dtype=float).ravel()
+    t = np.asarray(scores, dtype=float).ravel()
+    cell = np.asarray(cells).ravel()
+    if cell.shape != t.shape:
+        raise ValueError(f"cells must be {t.shape}, got shape {cell.shape}")
+    return r, t, cell
+
+
 #: A direction's groups of non-reference samples, every one of which spreads more than this
 #: many times the reference along it, are not displaced copies of the reference
 #: (:func:`groups_spread_like_reference`).
@@ -904,11 +917,7 @@ def groups_spread_like_reference(
     >>> groups_spread_like_reference(ref, haplotypes, cells)
     False
     """
-    r = np.asarray(reference, dtype=float).ravel()
-    t = np.asarray(scores, dtype=float).ravel()
-    cell = np.asarray(cells).ravel()
-    if cell.shape != t.shape:
-        raise ValueError(f"cells must be {t.shape}, got shape {cell.shape}")
+    r, t, cell = _reference_outsiders_cells(reference, scores, cells)
     if r.size < 2:
         return True
     labels, counts = np.unique(cell, return_counts=True)
@@ -1047,11 +1056,7 @@ def groups_apart_from_reference(
     >>> int(groups_apart_from_reference(ref, wide, np.repeat([0, 1], [170, 10])).max())
     -1
     """
-    r = np.asarray(reference, dtype=float).ravel()
-    t = np.asarray(scores, dtype=float).ravel()
-    cell = np.asarray(cells).ravel()
-    if cell.shape != t.shape:
-        raise ValueError(f"cells must be {t.shape}, got shape {cell.shape}")
+    r, t, cell = _reference_outsiders_cells(reference, scores, cells)
     labels = np.full(t.size, -1, dtype=np.intp)
     n0 = r.size
     if n0 < 2 or t.size < 2:

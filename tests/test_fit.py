@@ -1028,19 +1028,25 @@ def _reference_fit(model, trial: int):
         )
 
 
+def _reference_benchmark_trial(trial: int, n: int, d: int, **model: object):
+    """The model and the reference fit of ``benchmarks/accuracy.py`` trial ``trial`` (seed
+    ``5000 + trial``) of the reference setting ``make_spiked_mixture(n, d, **model)``."""
+    mixture = make_spiked_mixture(n, d, random_state=5000 + trial, **model)
+    return mixture, _reference_fit(mixture, trial)
+
+
 def _accuracy_r5_fit(trial: int):
     """benchmarks/accuracy.py R5, one trial: two covariance spikes, three clusters 8/6/5 %,
     sigma^2 = 2, d = 800, n = 1600."""
-    model = make_spiked_mixture(
+    return _reference_benchmark_trial(
+        trial,
         1600,
         800,
         covariance_spikes=(3 * np.sqrt(0.5), 2 * np.sqrt(0.5)),
         mean_shift_weights=(0.08, 0.06, 0.05),
         mean_shift_strengths=(2 * 4 * np.sqrt(0.5),) * 3,
         noise_variance=2.0,
-        random_state=5000 + trial,
     )
-    return model, _reference_fit(model, trial)
 
 
 @pytest.mark.parametrize("trial", [9, 36])
@@ -1086,16 +1092,15 @@ def test_fit__reference_a_spike_with_a_tenth_of_its_variance_between_clusters_st
     # 10.4 % (trial 28) of its variance between the groups found, 12.2 and 12.7 % between the
     # true clusters, and the reference and every cluster spread alike along it.  Past the
     # former 10 % bound it was flagged and the second spike came first (alignment 0.08, 0.01).
-    model = make_spiked_mixture(
+    model, res = _reference_benchmark_trial(
+        trial,
         1500,
         600,
         covariance_spikes=(3 * np.sqrt(0.4), 2 * np.sqrt(0.4)),
         mean_shift_weights=(0.06, 0.05, 0.05, 0.04),
         noise="student-t",
         df=6,
-        random_state=5000 + trial,
     )
-    res = _reference_fit(model, trial)
     top = model.clean_top_eigenvectors(1)[:, 0]
     assert alignment(res.components[0], top) > 0.8
     leaning = int(np.argmax(np.abs(res.eigenvectors @ top)))
@@ -1109,7 +1114,8 @@ def test_fit__reference_a_spike_with_a_tenth_of_its_variance_between_clusters_st
 def _accuracy_r16_fit(trial: int):
     """benchmarks/accuracy.py R16, one trial: two clusters 7/5 %, three covariance spikes as
     strong as the clusters', t8 noise, sigma^2 = 1.3, d = 700, n = 1400."""
-    model = make_spiked_mixture(
+    return _reference_benchmark_trial(
+        trial,
         1400,
         700,
         covariance_spikes=(3 * np.sqrt(0.5), 2.5 * np.sqrt(0.5), 2 * np.sqrt(0.5)),
@@ -1117,9 +1123,7 @@ def _accuracy_r16_fit(trial: int):
         noise="student-t",
         df=8,
         noise_variance=1.3,
-        random_state=5000 + trial,
     )
-    return model, _reference_fit(model, trial)
 
 
 @pytest.mark.slow
@@ -1159,7 +1163,8 @@ def test_fit__reference_a_spread_spike_is_kept_once_when_the_per_pair_rule_kept_
     # per-pair rule; the two flagged ones still held a spike of the reference (3.46 against
     # the line 3.29), and keeping its carrier as well made two stable pairs of one PC, both
     # aligned 0.53-0.63 with the second cluster, which no flagged pair found any more.
-    model = make_spiked_mixture(
+    model, res = _reference_benchmark_trial(
+        7,
         1500,
         600,
         covariance_spikes=(3 * np.sqrt(0.4), 2.5 * np.sqrt(0.4)),
@@ -1167,9 +1172,7 @@ def test_fit__reference_a_spread_spike_is_kept_once_when_the_per_pair_rule_kept_
         noise="student-t",
         df=6,
         noise_variance=1.2,
-        random_state=5007,
     )
-    res = _reference_fit(model, 7)
     assert "spread over several pairs" not in " ".join(res.reasons)
     flagged = res.candidate & ~res.stable
     assert np.count_nonzero(flagged) == 2
