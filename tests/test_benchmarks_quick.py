@@ -170,3 +170,35 @@ def test_accuracy_quick__beyond_suite_writes_its_table(tmp_path):
     assert "trials_with_false_flag" in rows["no contamination, 2 cov spikes"]
     md = (tmp_path / "accuracy.md").read_text()
     assert "## Beyond the paper's setting" in md and "| 3 equal clusters 5 % each |" in md
+
+
+def test_detection_limits__cluster_beats_its_gaussian_twin_in_an_easy_trial(tmp_path):
+    proc = subprocess.run(
+        [
+            sys.executable,
+            str(BENCH / "detection_limits.py"),
+            "--trials",
+            "1",
+            "--twins",
+            "2",
+            "--out",
+            str(tmp_path),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=ROOT,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    payload = json.loads((tmp_path / "detection_limits.json").read_text())
+    assert {"cpu", "cores", "load_average_start", "load_average_end"} <= set(payload["meta"])
+    (cluster,) = payload["clusters"]
+    assert len(payload["twins"]) == 2
+    # trial 0's cluster is 2.2 within-group sd from the inliers in the top-two span: found
+    # by the default fit and far above the margin, where no Gaussian twin reaches it
+    assert cluster["cluster_flagged"] and cluster["alignment"] > 0.9
+    assert cluster["evidence"] > 2 > max(t["evidence"] for t in payload["twins"])
+    assert cluster["oracle_2loglr"] > 15.8
+    by_threshold = {r["threshold"]: r for r in payload["table"]}
+    assert by_threshold[2.0]["clusters_found"] == 1 and by_threshold[2.0]["twins_with_a_group"] == 0
+    assert "Gaussian twin" in (tmp_path / "detection_limits.md").read_text()
