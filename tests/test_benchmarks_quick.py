@@ -201,4 +201,7 @@ def test_detection_limits__cluster_beats_its_gaussian_twin_in_an_easy_trial(tmp_
     assert cluster["oracle_2loglr"] > 15.8
     by_threshold = {r["threshold"]: r for r in payload["table"]}
     assert by_threshold[2.0]["clusters_found"] == 1 and by_threshold[2.0]["twins_with_a_group"] == 0
-    assert "Gaussian twin" in (tmp_path / "detection_limits.md").read_text()
+    assert all(len(evs) == 1 for evs in payload["null_rows"].values())
+    assert len(payload["null_rows"]) == 2
+    md = (tmp_path / "detection_limits.md").read_text()
+    assert "Gaussian twin" in md and "| H3 no contamination" in md
