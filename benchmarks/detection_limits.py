@@ -30,9 +30,9 @@ two extra parameters, 2 log n = 13.8, a mixture beats a Gaussian at the library'
 only if twice the log-likelihood ratio passes 15.8.  Each cluster trial is also fitted
 with ``mspca_dask.fit`` and every default (the accuracy row's verdict, replayed).
 
-Run by hand (not in CI), about 20 minutes on 2 cores::
+Run by hand (not in CI), about an hour on 2 cores::
 
-    python benchmarks/detection_limits.py [--trials 40] [--twins 200]
+    python benchmarks/detection_limits.py [--trials 40] [--twins 600]
 """
 
 from __future__ import annotations
@@ -159,7 +159,7 @@ def _fit_verdict(model, trial: int) -> dict[str, float]:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--trials", type=int, default=40)
-    ap.add_argument("--twins", type=int, default=200)
+    ap.add_argument("--twins", type=int, default=600)
     ap.add_argument("--out", type=Path, default=RESULTS, help="folder of the results files")
     ap.add_argument(
         "--render", action="store_true", help="rewrite the .md from the stored .json only"
@@ -173,7 +173,12 @@ def main(argv: list[str] | None = None) -> int:
     if args.render or args.null_rows_only:
         payload = json.loads((args.out / "detection_limits.json").read_text())
         if args.null_rows_only:
+            t0 = time.perf_counter()
             payload["null_rows"] = null_rows(len(payload["clusters"]))
+            payload["meta"]["null_rows_added"] = {
+                "date": time.strftime("%Y-%m-%d %H:%M"),
+                "seconds": round(time.perf_counter() - t0, 1),
+            }
             (args.out / "detection_limits.json").write_text(json.dumps(payload, indent=1) + "\n")
         args.trials, args.twins = len(payload["clusters"]), len(payload["twins"])
         (args.out / "detection_limits.md").write_text("\n".join(_markdown(payload, args)) + "\n")
@@ -282,7 +287,13 @@ def _markdown(payload: dict, args: argparse.Namespace) -> list[str]:
             "",
             "The same statistic on the accuracy table's no-contamination rows with several "
             "Gaussian covariance spikes (the same data, seeds 5000 + t; the scores on as many "
-            "top sample eigenvectors as the row has spikes). No sample is shifted there.",
+            "top sample eigenvectors as the row has spikes). No sample is shifted there."
+            + (
+                f" Added to this file by `--null-rows-only` on {added['date']} "
+                f"({added['seconds']} s)."
+                if (added := meta.get("null_rows_added"))
+                else ""
+            ),
             "",
             "| row | candidates | fits | median | largest | fits above 0 | fits at or above "
             "the missed trials' largest |",

@@ -140,23 +140,19 @@ def test_accuracy_quick__runs_and_merges_one_method_into_stored_results(tmp_path
     assert row2["methods"]["ms-pca-randomized"]["mean"] > 90  # same data as ms-pca
 
 
-def test_accuracy_quick__beyond_suite_writes_its_table(tmp_path):
+def _run_script(script: str, *options: str) -> None:
     proc = subprocess.run(
-        [
-            sys.executable,
-            str(BENCH / "accuracy.py"),
-            "--suite",
-            "beyond",
-            "--quick",
-            "--out",
-            str(tmp_path),
-        ],
+        [sys.executable, str(BENCH / script), *options],
         capture_output=True,
         text=True,
         timeout=300,
         cwd=ROOT,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
+
+
+def test_accuracy_quick__beyond_suite_writes_its_table(tmp_path):
+    _run_script("accuracy.py", "--suite", "beyond", "--quick", "--out", str(tmp_path))
     payload = json.loads((tmp_path / "accuracy.json").read_text())
     rows = {r["scenario"]: r for r in payload["beyond"]}
     assert payload["meta"]["beyond"]["quick"] is True
@@ -173,23 +169,7 @@ def test_accuracy_quick__beyond_suite_writes_its_table(tmp_path):
 
 
 def test_detection_limits__cluster_beats_its_gaussian_twin_in_an_easy_trial(tmp_path):
-    proc = subprocess.run(
-        [
-            sys.executable,
-            str(BENCH / "detection_limits.py"),
-            "--trials",
-            "1",
-            "--twins",
-            "2",
-            "--out",
-            str(tmp_path),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        cwd=ROOT,
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    _run_script("detection_limits.py", "--trials", "1", "--twins", "2", "--out", str(tmp_path))
     payload = json.loads((tmp_path / "detection_limits.json").read_text())
     assert {"cpu", "cores", "load_average_start", "load_average_end"} <= set(payload["meta"])
     (cluster,) = payload["clusters"]
