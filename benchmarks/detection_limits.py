@@ -41,7 +41,6 @@ import argparse
 import json
 import sys
 import time
-import warnings
 from pathlib import Path
 
 import numpy as np
@@ -49,7 +48,10 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _bench import RESULTS, finish_info, machine_info, machine_line  # noqa: E402
+from accuracy import beyond_plan, beyond_trial  # noqa: E402
 
+#: The accuracy table's row whose misses this measures, and its n, d and cluster weight.
+CLUSTER_ROW = "one cluster pi1=0.45"
 N, D, PI = 1000, 900, 0.45
 THRESHOLDS = (2.0, 1.0, 0.0, -1.0, -2.0, -4.0)
 #: Rows of the accuracy table with no contamination and several Gaussian covariance spikes
@@ -60,21 +62,24 @@ NULL_ROWS = {
 }
 
 
-def _models(trial: int):
-    """(the cluster row's model, its Gaussian twin) for one trial."""
+def _rows() -> dict:
+    """``make(seed)`` of each setting of ``accuracy.beyond_plan``, by name."""
+    return {name: make for name, _, make in beyond_plan(False)}
+
+
+def _twin(trial: int):
+    """The cluster row's Gaussian twin for one trial: its covariance spike ℓ = 2√c, and the
+    cluster replaced by a Gaussian spike of its variance (1 − π)θ², θ² = 4√c."""
     from mspca_dask.testing import make_spiked_mixture
 
     c = D / N
-    spike, theta2 = 2 * np.sqrt(c), 4 * np.sqrt(c)
-    cluster = make_spiked_mixture(N, D, mean_shift_weights=(PI,), random_state=5000 + trial)
-    twin = make_spiked_mixture(
+    return make_spiked_mixture(
         N,
         D,
-        covariance_spikes=(spike, (1 - PI) * theta2),
+        covariance_spikes=(2 * np.sqrt(c), (1 - PI) * 4 * np.sqrt(c)),
         mean_shift_weights=(),
         random_state=6000 + trial,
     )
-    return cluster, twin
 
 
 def _top_scores(X: np.ndarray, k: int = 2) -> tuple[np.ndarray, np.ndarray]:
@@ -125,9 +130,7 @@ def null_rows(trials: int) -> dict[str, list[float]]:
     spikes (same data, seeds 5000 + t): the scores on as many top sample eigenvectors as the
     row has spikes.  Any group there is false, and with three candidates the projections
     search a larger sphere than the twins' two."""
-    from accuracy import beyond_plan
-
-    plan = {name: make for name, _, make in beyond_plan(False)}
+    plan = _rows()
     out = {}
     for name, k in NULL_ROWS.items():
         out[name] = []
@@ -136,24 +139,6 @@ def null_rows(trials: int) -> dict[str, list[float]]:
             out[name].append(largest_evidence(T, t))
             print(name, t, round(out[name][-1], 2), flush=True)
     return out
-
-
-def _fit_verdict(model, trial: int) -> dict[str, float]:
-    """The accuracy row's trial, replayed: alignment of the first stable component with the
-    clean top PC, and whether a flagged eigenvector aligns with the cluster."""
-    import mspca_dask
-
-    X = model.to_numpy()
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", mspca_dask.errors.MSPCAWarning)
-        res = mspca_dask.fit(X, n_components=10, random_state=trial, scheduler="sync")
-    truth = model.clean_top_eigenvectors(1)[:, 0]
-    comp = res.components
-    align = float(abs(comp[0] @ truth) / np.linalg.norm(comp[0])) if len(comp) else 0.0
-    m = np.asarray(model.mean_shift_vectors)[:, 0]
-    flagged = res.eigenvectors[res.candidate & ~res.stable]
-    found = bool(len(flagged) and np.any(np.abs(flagged @ m) / np.linalg.norm(m) >= 0.5))
-    return {"alignment": align, "cluster_flagged": found}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -170,25 +155,27 @@ def main(argv: list[str] | None = None) -> int:
         help="compute only the no-contamination rows and merge them into the stored .json",
     )
     args = ap.parse_args(argv)
-    if args.render or args.null_rows_only:
+    if args.render:
+        stored = json.loads((args.out / "detection_limits.json").read_text())
+        _write(stored, args.out, json_too=False)
+        return 0
+    if args.null_rows_only:
         payload = json.loads((args.out / "detection_limits.json").read_text())
-        if args.null_rows_only:
-            t0 = time.perf_counter()
-            payload["null_rows"] = null_rows(len(payload["clusters"]))
-            payload["meta"]["null_rows_added"] = {
-                "date": time.strftime("%Y-%m-%d %H:%M"),
-                "seconds": round(time.perf_counter() - t0, 1),
-            }
-            (args.out / "detection_limits.json").write_text(json.dumps(payload, indent=1) + "\n")
-        args.trials, args.twins = len(payload["clusters"]), len(payload["twins"])
-        (args.out / "detection_limits.md").write_text("\n".join(_markdown(payload, args)) + "\n")
+        t0 = time.perf_counter()
+        payload["null_rows"] = null_rows(len(payload["clusters"]))
+        payload["meta"]["null_rows_added"] = {
+            "date": time.strftime("%Y-%m-%d %H:%M"),
+            "seconds": round(time.perf_counter() - t0, 1),
+        }
+        _write(payload, args.out)
         return 0
     meta = machine_info()
     t0 = time.perf_counter()
+    make_cluster = _rows()[CLUSTER_ROW]
     clusters, twins = [], []
     for t in range(max(args.trials, args.twins)):
-        cluster, twin = _models(t)
         if t < args.trials:
+            cluster = make_cluster(5000 + t)
             X = cluster.to_numpy()
             T, evals = _top_scores(X)
             members = np.asarray(cluster.membership) != 0
@@ -199,12 +186,15 @@ def main(argv: list[str] | None = None) -> int:
                 "oracle_2loglr": ratio,
                 "oracle_distance_sd": distance,
                 "eigenvalues": [float(v) for v in evals],
-                **_fit_verdict(cluster, t),
             }
+            # the accuracy row's trial, replayed with every default
+            verdict = beyond_trial(cluster, t)
+            row["alignment"] = verdict["alignment"]
+            row["cluster_flagged"] = verdict["axes_found"] == 1.0
             clusters.append(row)
             print("cluster", {k: v for k, v in row.items() if k != "eigenvalues"}, flush=True)
         if t < args.twins:
-            T, evals = _top_scores(twin.to_numpy())
+            T, _ = _top_scores(_twin(t).to_numpy())
             twins.append({"trial": t, "evidence": largest_evidence(T, t)})
             print("twin", twins[-1], flush=True)
     meta["seconds"] = round(time.perf_counter() - t0, 1)
@@ -221,14 +211,20 @@ def main(argv: list[str] | None = None) -> int:
     ]
     payload = {"meta": meta, "clusters": clusters, "twins": twins, "table": table}
     payload["null_rows"] = null_rows(args.trials)
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "detection_limits.json").write_text(json.dumps(payload, indent=1) + "\n")
-    (args.out / "detection_limits.md").write_text("\n".join(_markdown(payload, args)) + "\n")
-    print(f"wrote {args.out / 'detection_limits.md'}")
+    _write(payload, args.out)
     return 0
 
 
-def _markdown(payload: dict, args: argparse.Namespace) -> list[str]:
+def _write(payload: dict, out: Path, *, json_too: bool = True) -> None:
+    """Write detection_limits.json (unless ``json_too`` is false) and .md into ``out``."""
+    out.mkdir(parents=True, exist_ok=True)
+    if json_too:
+        (out / "detection_limits.json").write_text(json.dumps(payload, indent=1) + "\n")
+    (out / "detection_limits.md").write_text("\n".join(_markdown(payload)) + "\n")
+    print(f"wrote {out / 'detection_limits.md'}")
+
+
+def _markdown(payload: dict) -> list[str]:
     meta, clusters, twins = payload["meta"], payload["clusters"], payload["twins"]
     nc, nt = len(clusters), len(twins)
     missed = [r for r in clusters if not r["cluster_flagged"]]
@@ -237,8 +233,8 @@ def _markdown(payload: dict, args: argparse.Namespace) -> list[str]:
     md = [
         "# Detection limit: a 45 % cluster against its Gaussian twin",
         "",
-        f"Generated by `python benchmarks/detection_limits.py --trials {args.trials} --twins "
-        f"{args.twins}` in {meta['seconds']} s. {machine_line(meta)}",
+        f"Generated by `python benchmarks/detection_limits.py --trials {nc} --twins "
+        f"{nt}` in {meta['seconds']} s. {machine_line(meta)}",
         "",
         f"d = {D}, n = {N}, one covariance spike ℓ = 2√c and one cluster of {PI * 100:.0f} % at "
         "θ² = 4√c (the accuracy table's `one cluster pi1=0.45` row, seeds 5000 + t), and its "
