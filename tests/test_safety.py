@@ -252,6 +252,25 @@ def test_fit__out_checks_path_before_the_fit(
         ro.chmod(0o700)
 
 
+def test_fit__out_in_a_missing_directory_is_refused_before_the_fit(
+    tmp_path: Path, store: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(api, "run_fit", _no_fit)
+    with pytest.raises(mspca_dask.ParameterError, match="does not exist.*create it first"):
+        mspca_dask.fit(str(store), 2, variable="X", out=tmp_path / "missing" / "r.zarr")
+    assert not (tmp_path / "missing").exists()
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="needs a procfs")
+def test_fit__out_where_no_file_can_be_created_is_refused_before_the_fit(
+    store: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # /proc refuses new files even to root, for whom os.access says yes
+    monkeypatch.setattr(api, "run_fit", _no_fit)
+    with pytest.raises(mspca_dask.ParameterError, match="/proc is not a writable directory"):
+        mspca_dask.fit(str(store), 2, variable="X", out="/proc/r.zarr")
+
+
 def test_fit__out_writes_result_atomically(tmp_path: Path, store: Path) -> None:
     res = mspca_dask.fit(str(store), 3, variable="X", out=tmp_path / "r.zarr")
     back = mspca_dask.open_result(tmp_path / "r.zarr")

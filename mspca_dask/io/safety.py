@@ -21,6 +21,7 @@ import itertools
 import math
 import os
 import posixpath
+import tempfile
 from typing import TYPE_CHECKING, Any
 
 from ..errors import (
@@ -308,7 +309,7 @@ def check_output_path(
     ForeignOutputError
         ``out`` holds data we did not write (even with ``overwrite``).
     ParameterError
-        ``out`` is local and its nearest existing ancestor is not a writable directory.
+        ``out`` is local and its directory does not exist or is not writable.
     """
     check_output_not_input(out, inputs, storage_options=storage_options, what=what)
     name = os.fspath(out)
@@ -329,10 +330,28 @@ def check_output_path(
     if local is None:
         return
     parent = os.path.dirname(local.rstrip(os.sep)) or os.sep
-    while not os.path.exists(parent) and os.path.dirname(parent) != parent:
-        parent = os.path.dirname(parent)
-    if not os.path.isdir(parent) or not os.access(parent, os.W_OK | os.X_OK):
+    if not os.path.isdir(parent):
+        raise ParameterError(
+            f"cannot write {what} {name}: its directory {parent} does not exist (or is not a "
+            f"directory); create it first"
+        )
+    if not _can_create_in(parent):
         raise ParameterError(f"cannot write {what} {name}: {parent} is not a writable directory")
+
+
+def _can_create_in(directory: str) -> bool:
+    """Whether a file can be created in ``directory``, tried with a uniquely named probe.
+
+    ``os.access`` answers yes to root everywhere, also in read-only mounts and ``/proc``, where
+    the write would fail only after the fit; creating (and removing) our own empty file does
+    not."""
+    try:
+        fd, probe = tempfile.mkstemp(prefix=".mspca-probe-", dir=directory)
+    except OSError:
+        return False
+    os.close(fd)
+    os.unlink(probe)
+    return True
 
 
 # --------------------------------------------------------------------------------------
