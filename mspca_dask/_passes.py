@@ -144,12 +144,32 @@ def _as_aligned(block: Any, dtype: Any = np.float64) -> Any:
     NumPy multiplies misaligned arrays with its own loops instead of BLAS, which sum in a
     different order — the same task then gave results that differed in the last bits
     depending on whether its inputs had travelled.
+
+    A sparse chunk is densified here (:func:`_dense`), inside the task: only the chunk is
+    ever dense, and it is the same dense array a dense input would have given.
     """
-    out = block.astype(dtype, order="C", copy=False)
+    out = _dense(block).astype(dtype, order="C", copy=False)
     # NumPy arrays can be misaligned; CuPy allocations always are aligned (no such flag)
     if not getattr(getattr(out, "flags", None), "aligned", True):
         out = out.copy()
     return out
+
+
+def _dense(block: Any) -> Any:
+    """A sparse chunk as a dense array of its own dtype; any other chunk as it is.
+
+    Every kernel reads its chunk through :func:`_as_aligned`, which calls this first, so a
+    Dask array of ``scipy.sparse`` chunks (CSR or CSC, matrices or arrays; also CuPy's) is
+    densified one chunk at a time within the task that multiplies it, and its dense copy is
+    freed with the task.  Dense BLAS products then give the same bits as the dense fit of the
+    same data; a sparse product would be cheaper for very sparse chunks but sums in another
+    order.  Chunks of pydata ``sparse`` arrays (``todense``) are densified too.  Duck-typed,
+    so this module needs no SciPy.
+    """
+    to_dense = getattr(block, "toarray", None) or getattr(block, "todense", None)
+    if to_dense is None or isinstance(block, np.ndarray):
+        return block
+    return to_dense()
 
 
 def _joined(part: Any) -> Any:
