@@ -54,7 +54,8 @@ KNOCKOFF_DIM = "knockoff"
 #: invariant pair below the K-th place, so ``fit`` computes K + 2).
 KNOCKOFF_COMPONENT_DIM = "knockoff_component"
 #: Version of the genomics output layout (:data:`GENOMICS_VARIABLES`, :data:`GENOMICS_ATTRS`).
-GENOMICS_SCHEMA_VERSION = 1
+#: 2: the ``component`` coordinate numbers the PCs from 1 (0 in layout 1).
+GENOMICS_SCHEMA_VERSION = 2
 
 #: dtype kinds of a string variable: object (of str), fixed unicode/bytes, NumPy 2 StringDType.
 STRING_KINDS = "OUST"
@@ -424,6 +425,9 @@ GENOMICS_VARIABLES: dict[str, VariableSpec] = {
         True,
         "Score of each sample on each eigenpair (NaN for excluded samples).",
     ),
+    "sample_family_id": VariableSpec(
+        ("samples",), STRING_KINDS, False, "Family id (FID) of a PLINK fileset's samples."
+    ),
     "variant_position": VariableSpec(("variants",), "iu", True, "Variant position."),
     "variant_contig": VariableSpec(
         ("variants",), STRING_KINDS, True, "Contig name of the variant."
@@ -495,6 +499,12 @@ GENOMICS_VARIABLES: dict[str, VariableSpec] = {
 GENOMICS_ATTRS: dict[str, AttrSpec] = {
     "mspca_genomics_schema_version": AttrSpec("int", True, "Version of this layout."),
     "job_name": AttrSpec("str", True, "[job] name."),
+    "variance_explained": VariableSpec(
+        ("component",),
+        "f",
+        False,
+        "Share of the total variance (total_variance) of each eigenpair: eigenvalue / total.",
+    ),
     "job_fingerprint": AttrSpec(
         "str", True, "SHA-256 of input fingerprint + parameters + versions."
     ),
@@ -520,6 +530,11 @@ GENOMICS_ATTRS: dict[str, AttrSpec] = {
     "n_samples_analysed": AttrSpec("int", True, "n: samples analysed (the observations)."),
     "n_variants_analysed": AttrSpec("int", True, "d: variants analysed (the features)."),
     "n_imputed_calls": AttrSpec("int", True, "Missing calls imputed with the reference frequency."),
+    "total_variance": AttrSpec(
+        "float",
+        False,
+        "Sum of all eigenvalues: the trace of Z'Z/n of the centred, standardised genotypes.",
+    ),
     "n_passes": AttrSpec("int", True, "Passes over the genotypes (statistics, compaction, fit)."),
     "n_passes_detail": AttrSpec(
         "str", False, "How n_passes splits between QC, the fit, the comparison."

@@ -7,6 +7,9 @@ What the test suite, the benchmarks and ``mspca demo`` all use, shipped with the
   (:func:`make_spiked_mixture`, :func:`paper_setting`, :class:`SpikedMixture`), generated
   row block by row block, the same values whatever the chunking; :func:`alignment` and
   :func:`assert_alignment`.
+* :mod:`~mspca_dask.testing.families`: named, seeded data families (null, power and real;
+  :data:`FAMILIES`, :func:`family`) whose draws carry their :class:`Truth`, the suite on
+  which a verdict is judged (``benchmarks/verdict_suite.py``).
 * :mod:`~mspca_dask.testing.passes`: :class:`ReadCounter`, a Dask array that counts its
   chunk reads, so a test can check how many passes a computation made over the data.
 * :mod:`~mspca_dask.testing.strategies`: Hypothesis strategies (shapes, chunkings, spiked
@@ -25,6 +28,7 @@ Examples
 
 from __future__ import annotations
 
+from .families import FAMILIES, Draw, Family, Truth, family, family_names
 from .passes import ReadCounter
 from .simulators import (
     BLOCK_ROWS,
@@ -43,4 +47,10 @@ __all__ = [
     "alignment",
     "assert_alignment",
     "ReadCounter",
+    "FAMILIES",
+    "Family",
+    "Draw",
+    "Truth",
+    "family",
+    "family_names",
 ]
