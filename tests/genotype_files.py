@@ -111,11 +111,13 @@ def write_bed(
     variants: np.ndarray | None = None,
     swap: np.ndarray | None = None,
     strand: np.ndarray | None = None,
+    family_prefix: str = "",
 ) -> None:
     """Write ``a`` (or the ``samples``/``variants`` selected) as ``prefix.bed/.bim/.fam``.
 
     ``swap`` (per selected variant): write A1/A2 the other way round (the count becomes
-    ``2 - g``); ``strand``: complement both alleles (the other strand).
+    ``2 - g``); ``strand``: complement both alleles (the other strand); ``family_prefix``:
+    the FID is ``family_prefix + IID`` (the IID itself by default).
     """
     from bed_reader import to_bed
 
@@ -136,7 +138,7 @@ def write_bed(
         dosage.T,
         properties={
             "iid": ids,
-            "fid": ids,
+            "fid": np.asarray([family_prefix + i for i in ids]),
             "sid": np.asarray([f"v{i}" for i in v]),
             "chromosome": np.full(len(v), "22"),
             "bp_position": a["position"][v],

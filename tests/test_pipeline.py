@@ -41,7 +41,7 @@ from mspca_dask.errors import (  # noqa: E402
     SourceNotFoundError,
 )
 from mspca_dask.genomics.cli import _sigterm_raises, _Terminated  # noqa: E402
-from mspca_dask.genomics.job import _job_lock  # noqa: E402
+from mspca_dask.genomics.job import OUTPUTS, _job_lock  # noqa: E402
 from mspca_dask.io import is_complete  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
@@ -537,6 +537,36 @@ def test_run_job__summary_and_report_quote_this_run(
     this_run = f"went from {comparison['eigenvalue'][0]:.6g} to"
     assert this_run in summary and this_run in page
     assert "3509.12" not in summary + page and "2826.7" not in summary + page
+    # PCs are numbered from 1 with their share of the variance, in both.
+    assert "PC1 of this run went from" in summary and "PC1 of this run" in page
+    share = ds["variance_explained"].values
+    for k in range(ds.sizes["component"]):
+        row = f"<td>PC{k + 1}</td><td>{float(ds['eigenvalue'].values[k]):.6g}</td>"
+        assert f"{row}<td>{100 * share[k]:.2f}%</td>" in page
+        assert re.search(rf"^PC{k + 1} .* {100 * share[k]:.2f}% ", summary, re.MULTILINE)
+    assert "<td>PC0</td>" not in page and not re.search(r"^PC0 ", summary, re.MULTILINE)
+
+
+def test_run_job__log_numbers_pcs_from_1_with_their_variance(
+    tskit_cohort: dict[str, Any], tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    cfg = _config(tmp_path, tskit_cohort, extra="[report]\nenabled = false\n")
+    with caplog.at_level("INFO", logger="mspca.genomics"):
+        outcome = gx.run_job(gx.load_config(cfg))
+    ds = gx.open_genomics_result(outcome.output_dir)
+    lines = [r.getMessage() for r in caplog.records if r.name == "mspca.genomics"]
+    pcs = [ln for ln in lines if re.match(r"PC\d+: eigenvalue", ln)]
+    assert [ln.split(":")[0] for ln in pcs] == ["PC1", "PC2", "PC3", "PC4", "PC5"]
+    share = ds["variance_explained"].values
+    for k, ln in enumerate(pcs):
+        assert f"({100 * share[k]:.2f}% of the variance)" in ln
+    assert share.sum() < 1 and np.all(np.diff(share) <= 0)
+    np.testing.assert_allclose(share, ds["eigenvalue"].values / ds.attrs["total_variance"])
+    assert ds["component"].values.tolist() == [1, 2, 3, 4, 5]
+    # Every registered output is there, and nothing else.
+    assert {p.name for p in outcome.output_dir.iterdir()} == (
+        set(OUTPUTS) - {"report.html", "figures"}
+    )
 
 
 def test_open_genomics_result__flipped_byte_is_a_clear_error(

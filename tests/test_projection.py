@@ -7,6 +7,7 @@ PLINK filesets by bed-reader: a training part, the held-out rest, and the whole 
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -51,8 +52,8 @@ def split(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     for p, k in (("CEU", 40), ("YRI", 8)):
         held[rng.choice(np.flatnonzero(pops == p), k, replace=False)] = True
     train, new = np.flatnonzero(~held), np.flatnonzero(held)
-    write_bed(root / "train", a, samples=train)
-    write_bed(root / "new", a, samples=new)
+    write_bed(root / "train", a, samples=train, family_prefix="fam-")
+    write_bed(root / "new", a, samples=new, family_prefix="fam-")
     write_bed(root / "all", a)
     ids = a["sample_id"]
     fit_train = _run(root, root / "train", ids[train][pops[train] == "CEU"].tolist(), "train")
@@ -196,6 +197,7 @@ def test_cli_project__writes_a_flashpca_style_tsv_and_never_overwrites(
     assert len(lines) == 1 + split["new"].size
     ids = split["arrays"]["sample_id"][split["new"]]
     assert [ln.split("\t")[1] for ln in lines[1:]] == ids.tolist()
+    assert [ln.split("\t")[0] for ln in lines[1:]] == [f"fam-{i}" for i in ids]  # .fam FID
     before = out.read_bytes()
     again = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=tmp_path)
     assert again.returncode == gx.EXIT_EXISTS and "exists" in again.stderr
@@ -204,3 +206,139 @@ def test_cli_project__writes_a_flashpca_style_tsv_and_never_overwrites(
         project(split["fit_train"], split["root"] / "new", out=out)
     z = project(split["fit_train"], split["root"] / "new", out=tmp_path / "s.zarr")
     assert (tmp_path / "s.zarr").is_dir() and z.sizes["samples"] == split["new"].size
+
+
+# ------------------------------------------------------------------- PLINK 2 files of a job
+
+
+def _table(path: Path) -> tuple[list[str], list[list[str]]]:
+    header, *rows = (line.split("\t") for line in path.read_text().splitlines())
+    return header, rows
+
+
+def _plink2_standardized_scores(
+    dosage: np.ndarray, alleles: list[list[str]], freq: dict[str, float], pcs: int
+) -> np.ndarray:
+    """What ``plink2 --score ... variance-standardize`` sums (no-mean-imputation), per its
+    documentation: per line, the A1 dosage minus twice the A1 frequency, over
+    sqrt(2 f (1 - f)), times the weight; a missing call adds nothing."""
+    out = np.zeros((dosage.shape[1], pcs))
+    for v, row in enumerate(alleles):
+        vid, ref, alt, a1, weights = row[1], row[2], row[3], row[4], row[5:]
+        f_alt = freq[vid]
+        g_alt = dosage[v // 2]
+        g, f = (g_alt, f_alt) if a1 == alt else (2 - g_alt, 1 - f_alt)
+        assert a1 in (ref, alt)
+        z = np.nan_to_num((g - 2 * f) / np.sqrt(2 * f * (1 - f)), nan=0.0)
+        out += z[:, None] * np.asarray(weights, float)[None, :]
+    return out
+
+
+def test_run_job__writes_plink2_eigenvec_eigenval_and_allele_weights(
+    split: dict[str, Any],
+) -> None:
+    out = split["fit_train"]
+    ds = gx.open_genomics_result(out)
+    inc = ds["sample_included"].values
+    header, rows = _table(out / "pca.eigenvec")
+    assert header == ["#FID", "IID", "PC1", "PC2", "PC3", "PC4"]
+    iids = ds["sample_id"].values.astype(str)[inc]
+    assert [r[1] for r in rows] == iids.tolist()
+    assert [r[0] for r in rows] == [f"fam-{i}" for i in iids]  # the .fam's FID, kept
+    scores = ds["sample_score"].values[inc]
+    np.testing.assert_array_equal(np.asarray([r[2:] for r in rows], float), scores)
+    eigenval = np.loadtxt(out / "pca.eigenval")
+    np.testing.assert_array_equal(eigenval, ds["eigenvalue"].values)
+
+    header, rows = _table(out / "pca.eigenvec.allele")
+    assert header == ["#CHROM", "ID", "REF", "ALT", "A1", "PC1", "PC2", "PC3", "PC4"]
+    d = ds.attrs["n_variants_analysed"]
+    assert len(rows) == 2 * d and [r[4] for r in rows[:2]] == rows[0][2:4]  # REF, then ALT
+    fh, frows = _table(out / "pca.afreq")
+    assert fh == ["#CHROM", "ID", "REF", "ALT", "ALT_FREQS"] and len(frows) == d
+    freq = {r[1]: float(r[4]) for r in frows}
+    a = split["arrays"]
+    vi = ds["variant_included"].values
+    dosage = a["dosage"][np.ix_(vi, split["train"])]
+    # The weights give back the job's scores under plink2's standardisation.
+    got = _plink2_standardized_scores(dosage, rows, freq, 4)
+    np.testing.assert_allclose(got, scores, rtol=0, atol=1e-6 * np.abs(scores).max())
+
+
+@pytest.mark.skipif(shutil.which("plink2") is None, reason="plink2 is not on PATH")
+def test_plink2_score__reproduces_the_job_scores_from_its_allele_weights(
+    split: dict[str, Any], tmp_path: Path
+) -> None:
+    out = split["fit_train"]
+    ds = gx.open_genomics_result(out)
+    cmd = [
+        "plink2",
+        "--bfile",
+        str(split["root"] / "train"),
+        "--read-freq",
+        str(out / "pca.afreq"),
+        "--score",
+        str(out / "pca.eigenvec.allele"),
+        "2",
+        "5",
+        "header-read",
+        "no-mean-imputation",
+        "variance-standardize",
+        "cols=+scoresums",
+        "--score-col-nums",
+        "6-9",
+        "--out",
+        str(tmp_path / "scored"),
+    ]
+    done = subprocess.run(cmd, capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout + done.stderr
+    header, *rows = (ln.split() for ln in (tmp_path / "scored.sscore").read_text().splitlines())
+    cols = [header.index(f"PC{k}_SUM") for k in range(1, 5)]
+    iid = header.index("IID")
+    by_id = {r[iid]: [float(r[c]) for c in cols] for r in rows}
+    inc = ds["sample_included"].values
+    scores = ds["sample_score"].values[inc]
+    got = np.asarray([by_id[i] for i in ds["sample_id"].values.astype(str)[inc]])
+    np.testing.assert_allclose(got, scores, rtol=0, atol=1e-5 * np.abs(scores).max())
+
+
+def test_run_job__variance_explained_is_each_eigenvalue_over_the_dense_trace(
+    split: dict[str, Any],
+) -> None:
+    ds = gx.open_genomics_result(split["fit_train"])
+    vi, si = ds["variant_included"].values, ds["sample_included"].values
+    c = ds["variant_reference_frequency"].values[vi]
+    s = ds["variant_scale"].values[vi]
+    g = split["arrays"]["dosage"][np.ix_(vi, split["train"])][:, si]
+    Z = np.nan_to_num((g - 2 * c[:, None]) / s[:, None], nan=0.0).T  # missing at the centre
+    n = Z.shape[0]
+    total = float((Z**2).sum() / n)
+    np.testing.assert_allclose(ds.attrs["total_variance"], total, rtol=1e-6)
+    top = np.linalg.eigvalsh(Z @ Z.T / n)[::-1][: ds.sizes["component"]]
+    np.testing.assert_allclose(ds["eigenvalue"].values, top, rtol=1e-5)
+    np.testing.assert_allclose(ds["variance_explained"].values, top / total, rtol=1e-5)
+    assert ds["component"].values.tolist() == [1, 2, 3, 4]  # PC numbers
+
+
+@pytest.mark.parametrize("moved", [False, True], ids=["reference-centre", "robust-location"])
+def test_total_variance__statistics_give_the_dense_trace_with_missing_calls(moved: bool) -> None:
+    import dask.array as da
+
+    from mspca_dask.genomics.analysis import total_variance
+    from mspca_dask.genomics.preprocess import GenotypeStats, genotype_statistics
+
+    rng = np.random.default_rng(3)
+    g = rng.binomial(2, 0.3, size=(40, 25)).astype(np.float32)
+    g[rng.random(g.shape) < 0.1] = np.nan
+    out = {k: v.compute() for k, v in genotype_statistics(da.from_array(g, chunks=7)).items()}
+    stats = GenotypeStats.from_pass(out, n_samples=25)
+    keep = np.ones(40, bool)
+    keep[[3, 17]] = False
+    standardised_at = rng.uniform(0.2, 0.4, 38)  # where a missing call is imputed
+    centre = standardised_at + (rng.normal(0, 0.02, 38) if moved else 0.0)
+    scale = rng.uniform(0.5, 0.8, 38)
+    filled = np.where(np.isnan(g[keep]), 2 * standardised_at[:, None], g[keep])
+    Z = (filled - 2 * centre[:, None]) / scale[:, None]
+    dense = float((Z**2).sum() / 25)
+    got = total_variance(stats, keep, centre, standardised_at, scale)
+    np.testing.assert_allclose(got, dense, rtol=1e-12)

@@ -37,6 +37,57 @@ class Analysis:
     n_raw_passes: int = 0  # reads of the raw store after QC (the compaction pass)
     #: the passes that built the compact matrix (``PassRecord.as_dict``), before the fit's
     compaction_passes: tuple[dict[str, Any], ...] = ()
+    #: ``tr(ZᵀZ) / n`` of the centred, standardised genotypes Z the fit decomposed: the sum
+    #: of all their eigenvalues (:func:`total_variance`)
+    total_variance: float = float("nan")
+
+    @property
+    def variance_explained(self) -> np.ndarray:
+        """(K,) each eigenvalue's share of :attr:`total_variance`."""
+        return np.asarray(self.result.eigenvalues, float) / self.total_variance
+
+
+def total_variance(
+    stats: preprocess.GenotypeStats,
+    keep: np.ndarray,
+    centre: np.ndarray,
+    imputed_at: np.ndarray,
+    scale: np.ndarray,
+) -> float:
+    """``tr(ZᵀZ) / n`` of ``Z = (g − P c) / s`` from the statistics pass, no further read.
+
+    Parameters
+    ----------
+    stats : GenotypeStats
+        Sums over the analysed samples (``alt_sum``, ``alt_sq_sum``, ``n_called``).
+    keep : (V,) bool
+        The analysed variants.
+    centre : (d,) ndarray
+        Frequency ``c`` whose dosage ``P c`` the fit subtracted (the reference frequency, or
+        the all-sample frequency moved by the robust location).
+    imputed_at : (d,) ndarray
+        Frequency whose dosage replaced a missing call (the centre of the standardisation,
+        before any location): a missing call contributes ``(P (imputed_at − c) / s)²``.
+    scale : (d,) ndarray
+
+    Notes
+    -----
+    Per variant, ``Σ_called (g − P c)² = Σg² − 2 P c Σg + n_called (P c)²``; the eigenvalues
+    are those of ``ZᵀZ / n`` with ``n`` the analysed samples, so this total is their sum over
+    all ``min(n, d)`` eigenpairs, and ``eigenvalue / total`` each PC's share of the variance
+    (``explained_variance_ratio_`` in scikit-learn).
+    """
+    if stats.alt_sq_sum is None:
+        raise ValueError("the statistics pass computed no sums of squares")
+    P = float(stats.ploidy)
+    n = int(stats.n_samples)
+    s1 = stats.alt_sum[keep]
+    s2 = stats.alt_sq_sum[keep]
+    called = stats.n_called[keep].astype(float)
+    mu = P * np.asarray(centre, float)
+    per_variant = s2 - 2.0 * mu * s1 + called * mu**2
+    per_variant += (n - called) * (P * (np.asarray(imputed_at, float) - centre)) ** 2
+    return float(np.sum(per_variant / np.asarray(scale, float) ** 2) / max(n, 1))
 
 
 def _fit(
@@ -181,4 +232,10 @@ def _analyse(
         }
     n_kept = int(qc.sample_keep.sum())
     imputed = int((n_kept - stats.n_called[kv]).sum())
-    return Analysis(res, np.asarray(centre_p, dtype=float), scale, comparison, imputed)
+    centre_p = np.asarray(centre_p, dtype=float)
+    # The core's own total when it reports one (the same trace, from the fit's first pass);
+    # else the same sum from the statistics pass.
+    total = getattr(res, "total_variance", None)
+    if total is None:
+        total = total_variance(stats, kv, centre_p, p_all if qc.reference is None else p_ref, scale)
+    return Analysis(res, centre_p, scale, comparison, imputed, total_variance=float(total))

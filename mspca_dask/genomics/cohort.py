@@ -50,6 +50,9 @@ class VcfZarr:
         The genotypes' whole chunks, decoded straight into reused buffers, when the store's
         layout allows it (Zarr format 2, one compressor, no filters; every chunk present):
         the statistics pass reads these instead of ``calls``, with the same results.
+    family_id : (n_samples,) ndarray of str, optional
+        Family ids (FID) of a PLINK fileset's ``.fam`` (or a ``.psam`` with a FID column);
+        None for a VCF Zarr store, which has none.
     """
 
     dosage: da.Array
@@ -65,6 +68,7 @@ class VcfZarr:
     variant_id: np.ndarray | None = None
     calls: da.Array | None = None
     raw_genotypes: ChunkDecoder | None = None
+    family_id: np.ndarray | None = None
 
     @property
     def n_samples(self) -> int:

@@ -61,12 +61,16 @@ def _centring_this_run(a: Mapping[str, Any]) -> str:
     c = json.loads(a["centring_comparison"])
     if not c["eigenvalue"]:
         return text
-    k = 0
     return text + (
-        f" With all-sample centring instead, eigenpair {k} of this run went from "
-        f"{c['eigenvalue'][k]:.6g} to {c['knockoff_eigenvalue'][k]:.6g} under the knockoffs "
-        f"(median; judged {c['verdict'][k]!r})."
+        f" With all-sample centring instead, PC1 of this run went from "
+        f"{c['eigenvalue'][0]:.6g} to {c['knockoff_eigenvalue'][0]:.6g} under the knockoffs "
+        f"(median; judged {c['verdict'][0]!r})."
     )
+
+
+def pc_names(n_components: int) -> list[str]:
+    """``["PC1", ..., "PCK"]``: what every output calls the components, from 1."""
+    return [f"PC{k + 1}" for k in range(n_components)]
 
 
 def build_dataset(
@@ -116,7 +120,10 @@ def build_dataset(
         "reason": (("component",), np.asarray(res.reasons).astype(str)),
         "displacement": (("component",), np.asarray(res.displacement, float)),
         "eigenvector_overlap": (("component",), np.asarray(res.eigenvector_overlap, float)),
+        "variance_explained": (("component",), an.variance_explained),
     }
+    if vz.family_id is not None:
+        data["sample_family_id"] = (("samples",), str_objects(vz.family_id))
     if labels is not None:
         data["sample_label"] = (("samples",), labels.astype(str))
     scale = np.full(V, np.nan)
@@ -148,6 +155,7 @@ def build_dataset(
         "qc_counts": json.dumps(qc.counts),
         "created_utc": datetime.now(UTC).isoformat(timespec="seconds"),
         "noise_variance": float(res.noise_variance),
+        "total_variance": float(an.total_variance),
         "mp_edge": float(res.mp_edge),
         "threshold": float(res.threshold),
         "knockoff_strength": float(res.knockoff_strength),
@@ -174,7 +182,8 @@ def build_dataset(
         )
     ds = xr.Dataset(
         data,
-        coords={"component": np.arange(K), "knockoff": np.arange(res.n_knockoffs)},
+        # PC numbers from 1, as in the log, the report and the text outputs
+        coords={"component": np.arange(1, K + 1), "knockoff": np.arange(res.n_knockoffs)},
         attrs=attrs,
     )
     validate_genomics_dataset(ds)

@@ -30,7 +30,15 @@ from ..schema import GENOMICS_SCHEMA_VERSION
 from . import compact as _compact
 from .analysis import Analysis, analyse
 from .config import JobConfig
-from .dataset import AXES_NOTE, CENTRING_NOTE, RESULT_NAME, _centring_this_run, build_dataset
+from .dataset import (
+    AXES_NOTE,
+    CENTRING_NOTE,
+    RESULT_NAME,
+    _centring_this_run,
+    build_dataset,
+    pc_names,
+)
+from .plink_out import PLINK2_FILES, SCORE_COMMAND, write_plink2_files
 from .qc import run_qc
 from .reference import _metadata_column, read_sample_metadata, resolve_reference
 from .report import write_report
@@ -42,6 +50,16 @@ if TYPE_CHECKING:
 
 
 logger = logging.getLogger("mspca.genomics")
+
+#: Every file of a job's output directory and what it holds; all are written into a hidden
+#: temporary directory that is renamed into place only when complete (:func:`run_job`).
+OUTPUTS: dict[str, str] = {
+    "summary.txt": "the notes, one row per PC (PC1 first) and the MS-PCA fit's table",
+    **PLINK2_FILES,
+    "report.html": "self-contained HTML report ([report] enabled)",
+    "figures": "the report's PNG figures ([report] enabled)",
+    RESULT_NAME: "the result Dataset (GENOMICS_VARIABLES), written last",
+}
 
 
 def _file_hash(path: Path | None) -> str | None:
@@ -292,11 +310,14 @@ def _compute(
         + res.n_passes
         + (an.comparison["result"].n_passes if an.comparison is not None else 0)
     )
-    for k in range(res.n_components):
+    share = an.variance_explained
+    logger.info("total variance %.6g (the sum of all eigenvalues)", an.total_variance)
+    for k, name in enumerate(pc_names(res.n_components)):
         logger.info(
-            "PC%d: eigenvalue %.6g -> %.6g under the knockoff (median), %s",
-            k,
+            "%s: eigenvalue %.6g (%.2f%% of the variance) -> %.6g under the knockoff (median), %s",
+            name,
             res.eigenvalues[k],
+            100.0 * share[k],
             float(np.median(res.matched_knockoff_eigenvalues[:, k])),
             res.verdicts[k],
         )
@@ -315,14 +336,53 @@ def _compute(
     return ds, an, passes
 
 
+def pc_table(ds: xr.Dataset) -> str:
+    """One row per PC, PC1 first: eigenvalue, share of the variance, knockoff, verdict."""
+    kn = np.median(np.asarray(ds["knockoff_eigenvalue"].values, float), axis=0)
+    share = (
+        np.asarray(ds["variance_explained"].values, float)
+        if "variance_explained" in ds
+        else np.full(ds.sizes["component"], np.nan)
+    )
+    rows = [("PC", "eigenvalue", "variance", "knockoff (median)", "verdict")]
+    for k, name in enumerate(pc_names(ds.sizes["component"])):
+        rows.append(
+            (
+                name,
+                f"{float(ds['eigenvalue'].values[k]):.6g}",
+                f"{100.0 * share[k]:.2f}%",
+                f"{kn[k]:.6g}",
+                str(ds["verdict"].values[k]),
+            )
+        )
+    widths = [max(len(r[j]) for r in rows) for j in range(len(rows[0]))]
+    lines = [
+        "  ".join(
+            c.ljust(w) if j in (0, 4) else c.rjust(w)
+            for j, (c, w) in enumerate(zip(r, widths, strict=True))
+        ).rstrip()
+        for r in rows
+    ]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
 def _write_outputs(ds: xr.Dataset, an: Analysis, directory: Path, cfg: JobConfig) -> None:
-    """Everything into ``directory`` (the hidden temporary one): report first, result last."""
+    """Every file of :data:`OUTPUTS` into ``directory`` (the hidden temporary one): the
+    result last."""
     a = ds.attrs
+    K = ds.sizes["component"]
     (directory / "summary.txt").write_text(
         f"{CENTRING_NOTE}\n\n{_centring_this_run(a)}\n{AXES_NOTE}\n\n"
         f"passes over the genotypes: {a['n_passes']} ({a['n_passes_detail']}); the MS-PCA "
-        f"summary below counts the fit's own {an.result.n_passes}\n\n{an.result.summary()}\n"
+        f"summary below counts the fit's own {an.result.n_passes}\n\n"
+        f"total variance {a['total_variance']:.6g} (the sum of all eigenvalues); variance: "
+        f"each PC's share of it\n{pc_table(ds)}\n\n"
+        f"PLINK 2: pca.eigenvec, pca.eigenval; scores of other samples by\n"
+        f"  {SCORE_COMMAND.format(last=5 + K)}\n\n"
+        f"The MS-PCA fit (its # column counts from 0: # 0 is PC1)\n{an.result.summary()}\n"
     )
+    write_plink2_files(ds, directory)
     if cfg.report:
         write_report(ds, an, directory)
     write_dataset_atomic(ds, directory / RESULT_NAME)

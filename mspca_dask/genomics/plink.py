@@ -3,7 +3,8 @@
 :func:`open_plink` returns the same :class:`mspca_dask.genomics.VcfZarr` that
 :func:`mspca_dask.genomics.open_vcf_zarr` returns for a store, so QC, standardisation, the fit
 and projection are shared: a ``(variants, samples)`` float32 dask array of dosages with NaN for
-missing calls, plus sample ids (``.fam`` IID), contigs, positions, ids and alleles (``.bim``).
+missing calls, plus sample ids (``.fam`` IID) and family ids (FID), contigs, positions, ids and
+alleles (``.bim``).
 The genotypes are read by ``bed-reader`` (a maintained PLINK reader), one block of whole
 variants per dask task; nothing is read when the fileset is opened.
 
@@ -132,7 +133,8 @@ def open_plink(source: str | os.PathLike[str], *, variants_chunk_size: int | Non
     -------
     VcfZarr
         ``dosage`` ``(n_variants, n_samples)`` float32 dask array (count of A1, the ALT
-        allele; NaN for a missing call), ``sample_id`` (``.fam`` IID), ``variant_contig``,
+        allele; NaN for a missing call), ``sample_id`` (``.fam`` IID), ``family_id``
+        (``.fam`` FID), ``variant_contig``,
         ``variant_position``, ``variant_id`` and ``variant_allele`` ``(n_variants, 2)`` =
         ``[A2, A1]`` = ``[REF, ALT]`` as bio2zarr's ``plink2zarr`` writes them.
 
@@ -199,6 +201,7 @@ def open_plink(source: str | os.PathLike[str], *, variants_chunk_size: int | Non
         where=str(prefix),
         variant_allele=alleles,
         variant_id=np.asarray(bim_t[:, 1], dtype=object),
+        family_id=np.asarray(fam_t[:, 0], dtype=object),
     )
 
 
@@ -314,6 +317,7 @@ def _open_pgen(prefix: Path, variants_chunk_size: int | None) -> Any:
     pgen, pvar, psam = _paths(prefix, _PGEN_EXT)
     sh, srows = _read_header_table(psam, ".psam")
     sample_id = _column(sh, srows, "IID", psam)
+    family_id = _column(sh, srows, "FID", psam) if "FID" in sh else None
     vh, vrows = _read_header_table(pvar, ".pvar")
     contig = _column(vh, vrows, "CHROM", pvar)
     try:
@@ -355,4 +359,5 @@ def _open_pgen(prefix: Path, variants_chunk_size: int | None) -> Any:
         where=str(prefix),
         variant_allele=alleles,
         variant_id=ids,
+        family_id=family_id,
     )

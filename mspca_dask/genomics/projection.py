@@ -28,11 +28,12 @@ Variants are matched by contig and position (by variant id where the position is
 Output
 ------
 A TSV (default) in FlashPCA2's ``--project`` layout: a header ``FID  IID  PC1 ... PCK``, one
-row per new sample, tab-separated, ``FID = IID`` (VCF Zarr has no family ids); component
-``k`` is the result's component ``k - 1`` (its verdict is in the log and in the Zarr output).
-A path ending in ``.zarr`` gets an xarray Dataset (``sample_id``, ``sample_score``,
-``eigenvalue``, ``verdict``, matching counts as attributes).  Both are written atomically and
-never replace an existing file unless ``overwrite``.
+row per new sample, tab-separated; FID is the new fileset's ``.fam`` (or ``.psam``) FID, and
+the IID again for a VCF Zarr store, which has no family ids.  ``PCk`` is the result's PCk (the
+``component`` coordinate numbers the PCs from 1; verdicts are in the log and the Zarr output).
+A path ending in ``.zarr`` gets an xarray Dataset (``sample_id``, ``sample_family_id`` for a
+PLINK fileset, ``sample_score``, ``eigenvalue``, ``verdict``, matching counts as attributes).
+Both are written atomically and never replace an existing file unless ``overwrite``.
 """
 
 from __future__ import annotations
@@ -233,8 +234,9 @@ def project(
     Returns
     -------
     xarray.Dataset
-        ``sample_id (samples)``, ``sample_score (samples, component)``, ``eigenvalue`` and
-        ``verdict (component)``; attributes ``match_counts`` (JSON of
+        ``sample_id (samples)`` (and ``sample_family_id`` from a PLINK fileset),
+        ``sample_score (samples, component)``, ``eigenvalue`` and ``verdict (component)``, the
+        ``component`` coordinate numbering the PCs from 1; attributes ``match_counts`` (JSON of
         :attr:`VariantMatch.counts`), ``result_input_store``, ``new_store``.
 
     Raises
@@ -303,14 +305,18 @@ def project(
     L = loadings[m.result_index]
     scores = Executor(scheduler=scheduler).run("projection", {"scores": z @ L})["scores"]
     K = scores.shape[1]
+    family: dict[str, Any] = {}
+    if vz.family_id is not None:
+        family["sample_family_id"] = (("samples",), np.asarray(vz.family_id).astype(str))
     res_ds = xr.Dataset(
         {
             "sample_id": (("samples",), vz.sample_id.astype(str)),
+            **family,
             "sample_score": (("samples", "component"), np.asarray(scores, float)),
             "eigenvalue": (("component",), np.asarray(ds["eigenvalue"].values, float)),
             "verdict": (("component",), np.asarray(ds["verdict"].values).astype(str)),
         },
-        coords={"component": np.arange(K)},
+        coords={"component": np.arange(1, K + 1)},  # PC numbers, from 1
         attrs={
             "match_counts": json.dumps(c),
             "result_input_store": str(ds.attrs.get("input_store", "")),
@@ -334,11 +340,12 @@ def _write(ds: Any, out: Path, overwrite: bool) -> None:
         write_dataset_atomic(ds, out, overwrite=overwrite)
         return
     ids = ds["sample_id"].values.astype(str)
+    fids = ds["sample_family_id"].values.astype(str) if "sample_family_id" in ds else ids
     scores = ds["sample_score"].values
     header = ["FID", "IID"] + [f"PC{k + 1}" for k in range(scores.shape[1])]
     lines = ["\t".join(header)]
-    for sid, row in zip(ids, scores, strict=True):
-        lines.append("\t".join([sid, sid, *(f"{v:.10g}" for v in row)]))
+    for fid, sid, row in zip(fids, ids, scores, strict=True):
+        lines.append("\t".join([fid, sid, *(f"{v:.10g}" for v in row)]))
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(f".{out.name}.tmp-{uuid.uuid4().hex}")
     try:

@@ -72,7 +72,13 @@ def _figure(**kw: Any) -> Figure:
 
 
 def _pc_label(ds: xr.Dataset, k: int) -> str:
-    return f"PC{k} ({ds['verdict'].values[k]}, λ = {float(ds['eigenvalue'].values[k]):.4g})"
+    """``"PC1 (stable, λ = 12.3, 4.1%)"`` for position ``k`` (PCs are numbered from 1)."""
+    share = ""
+    if "variance_explained" in ds:
+        share = f", {100.0 * float(ds['variance_explained'].values[k]):.1f}%"
+    return (
+        f"PC{k + 1} ({ds['verdict'].values[k]}, λ = {float(ds['eigenvalue'].values[k]):.4g}{share})"
+    )
 
 
 def make_figures(ds: xr.Dataset, an: Analysis | None = None) -> dict[str, Figure]:
@@ -226,8 +232,9 @@ _CAPTIONS = {
     "and centring vs all-sample frequency of the analysed variants.",
 }
 _EIG_HEADER = (
-    "eigenpair",
+    "PC",
     "eigenvalue",
+    "variance explained",
     "knockoff (median)",
     "displacement",
     "overlap",
@@ -257,17 +264,24 @@ def _report_html(ds: xr.Dataset, pngs: Mapping[str, bytes]) -> str:
         return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
     kn = np.asarray(ds["knockoff_eigenvalue"].values)
+    K = ds.sizes["component"]
+    share = (
+        np.asarray(ds["variance_explained"].values, float)
+        if "variance_explained" in ds
+        else np.full(K, np.nan)
+    )
     eig_rows = [
         (
-            k,
+            f"PC{k + 1}",
             f"{float(ds['eigenvalue'].values[k]):.6g}",
+            f"{100.0 * share[k]:.2f}%",
             f"{float(np.median(kn[:, k])):.6g}",
             f"{float(ds['displacement'].values[k]):.4g}",
             f"{float(ds['eigenvector_overlap'].values[k]):.3f}",
             str(ds["verdict"].values[k]),
             str(ds["reason"].values[k]),
         )
-        for k in range(ds.sizes["component"])
+        for k in range(K)
     ]
     verdict = np.asarray(ds["verdict"].values).astype(str)
     n_shift = int((verdict == "mean shift").sum())
@@ -291,9 +305,9 @@ def _report_html(ds: xr.Dataset, pngs: Mapping[str, bytes]) -> str:
             "overlaps the shifted population, so its spike barely moves (compare the "
             "displacements with the table above):</p>"
             + table(
-                ("eigenpair", "eigenvalue", "knockoff (median)", "displacement", "verdict"),
+                ("PC", "eigenvalue", "knockoff (median)", "displacement", "verdict"),
                 [
-                    (k, f"{ev:.6g}", f"{kv:.6g}", f"{dv:.4g}", v)
+                    (f"PC{k}", f"{ev:.6g}", f"{kv:.6g}", f"{dv:.4g}", v)
                     for k, (ev, kv, dv, v) in enumerate(
                         zip(
                             c["eigenvalue"],
@@ -301,7 +315,8 @@ def _report_html(ds: xr.Dataset, pngs: Mapping[str, bytes]) -> str:
                             c["displacement"],
                             c["verdict"],
                             strict=True,
-                        )
+                        ),
+                        start=1,
                     )
                 ],
             )
@@ -330,6 +345,7 @@ def _report_html(ds: xr.Dataset, pngs: Mapping[str, bytes]) -> str:
         n_stable=n_stable,
         n_shift=n_shift,
         n_components=ds.sizes["component"],
+        total_variance=f"{float(a['total_variance']):.6g}" if "total_variance" in a else "unknown",
         n_samples=a["n_samples_analysed"],
         n_variants=a["n_variants_analysed"],
         axes_note=esc(AXES_NOTE),
