@@ -280,6 +280,7 @@ def _result(
         scores=out.scores,
         location=out.location,
         noise_variance=out.noise_variance,
+        total_variance=out.total_variance,
         threshold=out.threshold,
         knockoff_strength=out.knockoff_strength,
         mp_edge=out.mp_edge,

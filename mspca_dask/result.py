@@ -144,6 +144,11 @@ class MSPCAResult:
         Ways the data do not fit the spiked model (heteroscedastic noise, a bulk far from
         Marchenko–Pastur, too few samples or features), one per line; each was also issued
         as a :class:`~mspca_dask.errors.ModelFitWarning`.  None when none was seen.
+    total_variance : float or None
+        Total variance about the location, ``tr((X - location)ᵀ(X - location)) / n``: the sum
+        of all ``min(n, d)`` eigenvalues, so ``eigenvalues / total_variance`` is each
+        eigenpair's share of the variance (scikit-learn's ``explained_variance_ratio_``).
+        None in results written before it was stored.
 
     Notes
     -----
@@ -211,6 +216,7 @@ class MSPCAResult:
     knockoff_match: np.ndarray | None = None
     shift_z: np.ndarray | None = None
     diagnostics: str | None = None
+    total_variance: float | None = None
 
     # ---------------------------------------------------------------- validation
     def __post_init__(self) -> None:
@@ -484,7 +490,11 @@ class MSPCAResult:
             params_json = json.dumps(self.params, default=_json_default, allow_nan=True)
         except (TypeError, ValueError) as exc:
             raise InputError(f"params must be JSON-serialisable: {exc}") from exc
-        attrs: dict[str, Any] = {name: float(getattr(self, name)) for name in _FLOAT_ATTRS}
+        attrs: dict[str, Any] = {
+            name: float(getattr(self, name))
+            for name in _FLOAT_ATTRS
+            if getattr(self, name) is not None  # optional ones (total_variance) may be None
+        }
         attrs.update(
             n_samples=int(self.n_samples),
             n_features=int(self.n_features),
@@ -547,7 +557,7 @@ class MSPCAResult:
                 f"the result attribute 'params' must be a JSON object (got {type(params).__name__})"
             )
         rs = attrs.get("random_state")
-        fields.update({name: float(attrs[name]) for name in _FLOAT_ATTRS})
+        fields.update({name: float(attrs[name]) for name in _FLOAT_ATTRS if name in attrs})
         return cls(
             **fields,
             n_samples=int(attrs["n_samples"]),

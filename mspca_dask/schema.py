@@ -335,6 +335,12 @@ RESULT_VARIABLES: dict[str, VariableSpec] = {
 #: Every attribute of the result Dataset: name → kind, whether required, meaning.
 RESULT_ATTRS: dict[str, AttrSpec] = {
     "noise_variance": AttrSpec("float", True, "Estimated noise variance σ² of the bulk."),
+    "total_variance": AttrSpec(
+        "float",
+        False,
+        "Total variance about the location, tr((X - location)ᵀ(X - location))/n, the sum of "
+        "all eigenvalues (omitted in results written before it was stored).",
+    ),
     "threshold": AttrSpec("float", True, "Invariance radius ε on the eigenvalue scale."),
     "knockoff_strength": AttrSpec("float", True, "Knockoff strength θ'²."),
     "mp_edge": AttrSpec("float", True, "Marchenko-Pastur upper edge σ²(1 + √(d/n))²."),
@@ -419,14 +425,14 @@ GENOMICS_VARIABLES: dict[str, VariableSpec] = {
     "sample_label": VariableSpec(
         ("samples",), STRING_KINDS, False, "Metadata label used to colour the plots (color_by)."
     ),
+    "sample_family_id": VariableSpec(
+        ("samples",), STRING_KINDS, False, "Family id (FID) of a PLINK fileset's samples."
+    ),
     "sample_score": VariableSpec(
         ("samples", "component"),
         "f",
         True,
         "Score of each sample on each eigenpair (NaN for excluded samples).",
-    ),
-    "sample_family_id": VariableSpec(
-        ("samples",), STRING_KINDS, False, "Family id (FID) of a PLINK fileset's samples."
     ),
     "variant_position": VariableSpec(("variants",), "iu", True, "Variant position."),
     "variant_contig": VariableSpec(
@@ -493,18 +499,18 @@ GENOMICS_VARIABLES: dict[str, VariableSpec] = {
     "eigenvector_overlap": VariableSpec(
         ("component",), "f", True, "Median |<eigenvector, matched knockoff eigenvector>|."
     ),
-}
-
-#: Every attribute of the output Dataset: name → (kind, required, meaning).
-GENOMICS_ATTRS: dict[str, AttrSpec] = {
-    "mspca_genomics_schema_version": AttrSpec("int", True, "Version of this layout."),
-    "job_name": AttrSpec("str", True, "[job] name."),
     "variance_explained": VariableSpec(
         ("component",),
         "f",
         False,
         "Share of the total variance (total_variance) of each eigenpair: eigenvalue / total.",
     ),
+}
+
+#: Every attribute of the output Dataset: name → (kind, required, meaning).
+GENOMICS_ATTRS: dict[str, AttrSpec] = {
+    "mspca_genomics_schema_version": AttrSpec("int", True, "Version of this layout."),
+    "job_name": AttrSpec("str", True, "[job] name."),
     "job_fingerprint": AttrSpec(
         "str", True, "SHA-256 of input fingerprint + parameters + versions."
     ),
@@ -524,17 +530,17 @@ GENOMICS_ATTRS: dict[str, AttrSpec] = {
     "qc_counts": AttrSpec("str", True, "Counts of samples and variants per QC outcome, JSON."),
     "created_utc": AttrSpec("str", True, "When the result was computed (ISO 8601, UTC)."),
     "noise_variance": AttrSpec("float", True, "Estimated noise variance of the bulk."),
+    "total_variance": AttrSpec(
+        "float",
+        False,
+        "Sum of all eigenvalues: the trace of Z'Z/n of the centred, standardised genotypes.",
+    ),
     "mp_edge": AttrSpec("float", True, "Marchenko-Pastur upper edge."),
     "threshold": AttrSpec("float", True, "Invariance radius epsilon."),
     "knockoff_strength": AttrSpec("float", True, "Knockoff strength theta'^2."),
     "n_samples_analysed": AttrSpec("int", True, "n: samples analysed (the observations)."),
     "n_variants_analysed": AttrSpec("int", True, "d: variants analysed (the features)."),
     "n_imputed_calls": AttrSpec("int", True, "Missing calls imputed with the reference frequency."),
-    "total_variance": AttrSpec(
-        "float",
-        False,
-        "Sum of all eigenvalues: the trace of Z'Z/n of the centred, standardised genotypes.",
-    ),
     "n_passes": AttrSpec("int", True, "Passes over the genotypes (statistics, compaction, fit)."),
     "n_passes_detail": AttrSpec(
         "str", False, "How n_passes splits between QC, the fit, the comparison."

@@ -79,6 +79,7 @@ def make_result(
         "knockoff_match": np.tile(np.arange(K), (B, 1)),
         "shift_z": np.array([0.4, 12.0, 1.1, 0.2]),
         "diagnostics": "too small: min(n, d) = 4 < 40",
+        "total_variance": 24.75,
     }
     fields.update(overrides)
     return MSPCAResult(**fields)  # type: ignore[arg-type]
@@ -339,6 +340,13 @@ def test_to_dataset__omits_none(res: MSPCAResult) -> None:
     assert "location" not in ds
     assert "random_state" not in ds.attrs
     assert "samples" not in ds.coords and "features" not in ds.coords
+
+
+def test_to_dataset__omits_total_variance_of_an_older_result(tmp_path) -> None:
+    res = make_result(total_variance=None)  # as read from a store written before it
+    assert "total_variance" not in res.to_dataset().attrs
+    assert open_result(res.to_zarr(tmp_path / "old.zarr")).total_variance is None
+    assert make_result().to_dataset().attrs["total_variance"] == 24.75
 
 
 def test_to_dataset__custom_dim_names() -> None:

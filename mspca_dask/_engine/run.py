@@ -101,6 +101,7 @@ class FitOutput:
     scores: np.ndarray  # (n, K)
     location: np.ndarray | None  # (d,)
     noise_variance: float
+    total_variance: float  # tr((X - 1μᵀ)ᵀ(X - 1μᵀ)) / n, the denominator of explained shares
     threshold: float
     knockoff_strength: float
     mp_edge: float
@@ -224,11 +225,15 @@ class _Run:
 
     def noise(self, values: np.ndarray, terms: list[Term], m: Moments) -> float:
         """The noise variance from ``tr(X̃ᵀX̃)/n`` (``X̃ = X − 1μᵀ``) and the top eigenvalues."""
+        trace = self.total_variance(terms[0][1] if terms else None, m)
+        return rmt.estimate_noise_variance(trace, values, self.n, self.d)
+
+    def total_variance(self, mu: np.ndarray | None, m: Moments) -> float:
+        """``tr(X̃ᵀX̃)/n`` for ``X̃ = X − 1μᵀ``, from the first pass's moments (no pass)."""
         tr = m.total_sumsq
-        if terms:
-            mu = terms[0][1]
+        if mu is not None:
             tr += -2 * float(mu @ m.feature_sum) + self.n * float(mu @ mu)
-        return rmt.estimate_noise_variance(tr / self.n, values, self.n, self.d)
+        return tr / self.n
 
 
 def run_fit(data: Oriented, plan: FitPlan, runner: PassRunner) -> FitOutput:
@@ -706,6 +711,7 @@ def _finish(
         scores=scores,
         location=centre.mu,
         noise_variance=s2,
+        total_variance=fit.total_variance(centre.mu, m),
         threshold=eps,
         knockoff_strength=strength,
         mp_edge=edge,
