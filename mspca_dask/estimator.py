@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import warnings
 from numbers import Integral
 from typing import TYPE_CHECKING, Any
@@ -14,16 +15,17 @@ from sklearn.base import (
     _fit_context,
 )
 from sklearn.utils import check_random_state
-from sklearn.utils._param_validation import HasMethods, StrOptions
+from sklearn.utils._param_validation import HasMethods, Interval, StrOptions
 from sklearn.utils.validation import (
     _check_feature_names,
     _check_n_features,
+    check_array,
     check_is_fitted,
     validate_data,
 )
 
 from ._params import PARAMETERS, sklearn_constraints
-from .errors import NoStableComponentWarning
+from .errors import NoStableComponentWarning, ParameterError, ShapeError
 
 if TYPE_CHECKING:
     import dask.array as da
@@ -67,14 +69,31 @@ class MeanShiftPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstima
     *stable* ones — those a knockoff mean shift leaves in place, i.e. the covariance
     principal components — discarding the eigenpairs caused by a mean shift of a
     minority of samples (see :func:`mspca_dask.fit`).  :meth:`transform` projects on
-    the stable components only.
+    the stable components only, or on a fixed number of components
+    (``n_features_out``).  :meth:`score_samples` and :meth:`score` give the
+    probabilistic-PCA log-likelihood of :class:`sklearn.decomposition.PCA`, so that
+    :func:`sklearn.model_selection.cross_val_score` and
+    :class:`sklearn.model_selection.GridSearchCV` can compare settings.
 
     Parameters
     ----------
     n_components : int, default=10
         ``K``, the number of leading eigenpairs examined, ``1 <= K <= min(n_samples,
         n_features)``.  The number of components *kept*, :attr:`n_components_`, is the
-        number of stable eigenpairs among them and may be smaller (down to 0).
+        number of stable eigenpairs among them and may be smaller (down to 0), unless
+        ``n_features_out`` fixes it.
+    n_features_out : int or None, default=None
+        Width of :meth:`transform`'s output (its number of output features, as in
+        :meth:`get_feature_names_out`).  ``None``: the stable components, however many
+        the fit finds; when it finds none, :meth:`transform` raises
+        :class:`mspca_dask.ParameterError` rather than return zero columns.  An int
+        ``1 <= n_features_out <= n_components``: exactly that many columns, for a
+        pipeline whose next step needs a fixed width — the leading stable components,
+        completed when too few are stable by the leading *bulk* eigenpairs (those below
+        the noise edge, as :class:`sklearn.decomposition.PCA` would keep them); a
+        mean-shift eigenpair is never used.  :meth:`fit` raises
+        :class:`mspca_dask.ParameterError` when the ``K`` eigenpairs examined hold fewer
+        than ``n_features_out`` that are not mean shifts (raise ``n_components``).
     location : {"auto"}, array-like of shape (n_features,) or None, default="auto"
         What is subtracted from every sample.  ``"auto"``: the mean of the inliers
         (robust to a shifted minority); ``None``: nothing (the data are analysed as they
@@ -119,13 +138,23 @@ class MeanShiftPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstima
     result_ : MSPCAResult
         The full result of :func:`mspca_dask.fit` (every eigenpair, verdict and reason).
     components_ : ndarray of shape ``(n_components_, n_features)``
-        The stable (covariance) eigenvectors, as unit rows, by descending eigenvalue,
-        with deterministic signs.
+        The components :meth:`transform` projects on, as unit rows, by descending
+        eigenvalue, with deterministic signs: the stable (covariance) eigenvectors, and
+        with ``n_features_out`` the bulk ones that complete them.
+    components_index_ : ndarray of shape ``(n_components_,)``, dtype int
+        The index of each component among the ``K`` eigenpairs examined
+        (``components_ == result_.eigenvectors[components_index_]``).
     explained_variance_ : ndarray of shape ``(n_components_,)``
         Their eigenvalues, as eigenvalues of ``(X - mean_)ᵀ(X - mean_) / n_samples``
         (divided by ``n``, not ``n - 1`` as in :class:`sklearn.decomposition.PCA`).
+    explained_variance_ratio_ : ndarray of shape ``(n_components_,)``
+        Their share of the total variance about ``mean_``: ``explained_variance_`` over
+        ``tr((X - mean_)ᵀ(X - mean_)) / n_samples`` (``result_.total_variance``), as in
+        :class:`sklearn.decomposition.PCA` (the ``n`` or ``n - 1`` cancels).
     n_components_ : int
-        Number of stable components (0 when no eigenpair is stable).
+        Number of components, the width of :meth:`transform`'s output:
+        ``n_features_out``, or the number of stable components (0 when no eigenpair is
+        stable).
     mean_ : ndarray of shape (n_features,)
         The location subtracted from every sample (zeros for ``location=None``).
     noise_variance_ : float
@@ -152,13 +181,39 @@ class MeanShiftPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstima
     -----
     **No stable component.**  When no eigenvalue rises clearly above the
     Marchenko–Pastur edge of the noise (pure noise, or too few samples), or every spike
-    is a mean shift, no eigenpair is stable.  The fit then still succeeds:
-    ``n_components_ = 0``, ``components_`` has shape ``(0, n_features)`` and
-    :meth:`transform` returns an array of shape ``(n_samples, 0)`` — the honest answer
-    "there is no covariance principal component above the noise".  In the first case
-    :func:`mspca_dask.fit` warns with :class:`mspca_dask.NoSpikeWarning`, which is
-    passed on to the caller; in the second the estimator warns with
-    :class:`mspca_dask.NoStableComponentWarning`: it never returns zero components silently.
+    is a mean shift, no eigenpair is stable.  The fit then still succeeds and says so:
+    in the first case :func:`mspca_dask.fit` warns with
+    :class:`mspca_dask.NoSpikeWarning`, which is passed on to the caller; in the second
+    the estimator warns with :class:`mspca_dask.NoStableComponentWarning`.  With
+    ``n_features_out=None`` then ``n_components_ = 0``, ``components_`` has shape
+    ``(0, n_features)``, and :meth:`transform`, :meth:`fit_transform` and
+    :meth:`inverse_transform` raise :class:`mspca_dask.ParameterError` (a
+    ``ValueError``) saying to set ``n_features_out``: a pipeline never receives zero
+    columns silently.  :meth:`score_samples` still works (the model is then isotropic
+    noise about ``mean_``).  With ``n_features_out`` set the output keeps its width,
+    made of bulk eigenpairs.
+
+    **Log-likelihood.**  :meth:`score_samples` is the probabilistic-PCA log-density of
+    :class:`sklearn.decomposition.PCA` (Tipping & Bishop 1999) with this fit's
+    parameters: a Gaussian about ``mean_`` with covariance
+
+    ``C = σ² I + Σₖ max(λₖ − σ², 0) wₖ wₖᵀ``
+
+    over the rows ``wₖ`` of ``components_`` with eigenvalues ``λₖ``
+    (``explained_variance_``) and the noise variance ``σ²`` (``noise_variance_``), the
+    Marchenko–Pastur fit of the bulk rather than PCA's mean of the discarded
+    eigenvalues.  A mean-shift direction is left to the noise, so samples displaced
+    along it score lower than under PCA.  It is computed with ``C``'s low-rank form
+    (``O(n_features · n_components_)`` per sample, lazily for Dask input);
+    :meth:`get_covariance` and :meth:`get_precision` give ``C`` and ``C⁻¹`` whole.
+
+    **Reference samples.**  ``reference_samples`` is a parameter of :meth:`fit`, not of
+    the constructor, like ``sample_weight`` in scikit-learn: it is one entry per sample
+    of the data being fitted.  In cross-validation pass it as a boolean mask (e.g.
+    ``cross_val_score(pipe, X, y, params={"meanshiftpca__reference_samples": mask})``),
+    which is split with the samples; integer indices are not.  As in
+    :func:`mspca_dask.fit`, ``location`` must then be their centre (a vector, or None for
+    data already centred on it).
 
     **Input.**  NumPy-like input (lists, pandas DataFrames, ...) is validated as in
     scikit-learn (float64, at least 2 samples, no NaN or infinity, no sparse matrix).
@@ -175,6 +230,11 @@ class MeanShiftPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstima
     than ``min(n_samples, n_features)`` is an error (``ValueError``), not silently
     clipped.
 
+    References
+    ----------
+    M. E. Tipping and C. M. Bishop, "Probabilistic principal component analysis",
+    Journal of the Royal Statistical Society B 61(3), 611–622, 1999.
+
     Examples
     --------
     >>> from mspca_dask import MeanShiftPCA
@@ -185,11 +245,16 @@ class MeanShiftPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstima
     (1, (1, 900))
     >>> est.transform(X[:5]).shape
     (5, 1)
+    >>> MeanShiftPCA(n_components=4, n_features_out=3).fit(X).transform(X[:5]).shape
+    (5, 3)
+    >>> bool(est.score(X) < 0), est.inverse_transform(est.transform(X[:5])).shape
+    (True, (5, 900))
     """
 
     # Every tuning parameter of mspca_dask.fit, with the registry's ranges (one source).
     _parameter_constraints: dict[str, list[Any]] = {
         **sklearn_constraints(PARAMETERS),
+        "n_features_out": [Interval(Integral, 1, None, closed="left"), None],
         "location": [StrOptions({"auto"}), "array-like", None],
         "scheduler": [str, HasMethods(["compute", "scheduler_info"]), None],
     }
@@ -198,6 +263,7 @@ class MeanShiftPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstima
         self,
         n_components: int = 10,
         *,
+        n_features_out: int | None = None,
         location: str | np.ndarray | None = "auto",
         solver: str = "auto",
         n_knockoffs: int = 5,
@@ -214,6 +280,7 @@ class MeanShiftPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstima
         scheduler: Any = None,
     ) -> None:
         self.n_components = n_components
+        self.n_features_out = n_features_out
         self.location = location
         self.solver = solver
         self.n_knockoffs = n_knockoffs
@@ -231,7 +298,7 @@ class MeanShiftPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstima
 
     # ------------------------------------------------------------------ fitting
     @_fit_context(prefer_skip_nested_validation=True)
-    def fit(self, X: Any, y: Any = None) -> MeanShiftPCA:
+    def fit(self, X: Any, y: Any = None, *, reference_samples: Any = None) -> MeanShiftPCA:
         """Fit the model: find the stable (covariance) principal components of ``X``.
 
         Parameters
@@ -240,6 +307,11 @@ class MeanShiftPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstima
             Training data.  A Dask array is streamed, never loaded whole.
         y : None
             Ignored.
+        reference_samples : array-like of shape (n_samples,), dtype bool, or of int, optional
+            Samples known to be inliers (a reference population), as a boolean mask or
+            sample indices, passed to :func:`mspca_dask.fit`: the mean-shift evidence takes
+            its null variance from them.  ``location`` must then be their centre (a
+            vector, or None for data already centred on it).
 
         Returns
         -------
@@ -251,15 +323,21 @@ class MeanShiftPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstima
         ValueError
             ``X`` has fewer than 2 samples, NaN or infinite values, a constant feature,
             or ``n_components > min(n_samples, n_features)``.
+        ParameterError
+            ``n_features_out`` is larger than ``n_components``, or than the number of
+            eigenpairs examined that are not mean shifts; ``reference_samples`` is not a
+            mask or indices of at least 2 samples, or comes with ``location="auto"``.
         TypeError
             ``X`` is a sparse matrix.
         """
-        self._fit(X)
+        self._fit(X, reference_samples)
         return self
 
     @_fit_context(prefer_skip_nested_validation=True)
-    def fit_transform(self, X: Any, y: Any = None) -> np.ndarray | da.Array:
-        """Fit the model and return the scores of ``X`` on the stable components.
+    def fit_transform(
+        self, X: Any, y: Any = None, *, reference_samples: Any = None
+    ) -> np.ndarray | da.Array:
+        """Fit the model and return the scores of ``X`` on its components.
 
         The scores come from the fit itself (no second pass over the data).
 
@@ -269,22 +347,31 @@ class MeanShiftPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstima
             Training data.
         y : None
             Ignored.
+        reference_samples : array-like of shape (n_samples,), dtype bool, or of int, optional
+            Samples known to be inliers (see :meth:`fit`).
 
         Returns
         -------
         X_new : ndarray or dask.array.Array of shape ``(n_samples, n_components_)``
             ``(X - mean_) @ components_.T``; a Dask array (chunked along the samples
             like ``X``) for Dask input.
+
+        Raises
+        ------
+        ParameterError
+            No component is stable and ``n_features_out`` is None (the estimator stays
+            fitted: ``result_`` says why), or as in :meth:`fit`.
         """
-        X = self._fit(X)
-        scores = np.ascontiguousarray(np.asarray(self.result_.scores)[:, self.stable_])
+        X = self._fit(X, reference_samples)
+        self._check_width()
+        scores = np.ascontiguousarray(np.asarray(self.result_.scores)[:, self.components_index_])
         if _is_dask_array(X):
             import dask.array as da
 
             return da.from_array(scores, chunks=(X.chunks[0], scores.shape[1]))
         return scores
 
-    def _fit(self, X: Any) -> Any:
+    def _fit(self, X: Any, reference_samples: Any) -> Any:
         from .api import fit
 
         if _is_dask_array(X):
@@ -298,6 +385,11 @@ class MeanShiftPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstima
             raise ValueError(
                 f"n_components={self.n_components} must be between 1 and "
                 f"min(n_samples, n_features)={min(n, d)}"
+            )
+        if self.n_features_out is not None and self.n_features_out > self.n_components:
+            raise ParameterError(
+                f"n_features_out={self.n_features_out} must be at most "
+                f"n_components={self.n_components}, the number of eigenpairs examined"
             )
         location = self.location
         if location is not None and not isinstance(location, str):
@@ -319,18 +411,29 @@ class MeanShiftPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstima
             oversampling=int(self.oversampling),
             random_state=self._seed(),
             scheduler=self.scheduler,
+            reference_samples=reference_samples,
         )
+        # Chosen before any attribute is set, so that a refused width leaves no half fit.
+        index = self._output_index(res)
         self.result_: MSPCAResult = res
         self.eigenvalues_ = np.asarray(res.eigenvalues, dtype=float)
         self.stable_ = np.asarray(res.stable, dtype=bool)
-        self.components_ = np.asarray(res.components, dtype=float).reshape(-1, d)
-        self.explained_variance_ = self.eigenvalues_[self.stable_]
-        self.n_components_ = int(self.components_.shape[0])
-        if self.n_components_ == 0 and np.any(res.candidate):
+        self.components_index_ = index
+        self.components_ = np.asarray(res.eigenvectors, dtype=float).reshape(-1, d)[index]
+        self.explained_variance_ = self.eigenvalues_[index]
+        self.explained_variance_ratio_ = self.explained_variance_ / float(
+            res.total_variance  # type: ignore[arg-type]  # always set by a fit
+        )
+        self.n_components_ = int(index.size)
+        if not np.any(self.stable_) and np.any(res.candidate):
+            then = (
+                "transform() raises until n_features_out is set"
+                if self.n_features_out is None
+                else f"the {self.n_components_} output components are bulk eigenpairs"
+            )
             warnings.warn(
                 f"MeanShiftPCA kept 0 components: all {int(np.sum(res.candidate))} spike(s) "
-                f"above the noise were judged mean shifts (see result_.summary()); "
-                f"transform() returns an empty (n_samples, 0) array.",
+                f"above the noise were judged mean shifts (see result_.summary()); {then}.",
                 NoStableComponentWarning,
                 stacklevel=3,
             )
@@ -341,6 +444,26 @@ class MeanShiftPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstima
         self.noise_variance_ = float(res.noise_variance)
         return X
 
+    def _output_index(self, res: MSPCAResult) -> np.ndarray:
+        """Indices, among the ``K`` eigenpairs, of the components :meth:`transform` uses."""
+        stable = np.flatnonzero(np.asarray(res.stable, dtype=bool))
+        if self.n_features_out is None:
+            return stable
+        width = int(self.n_features_out)
+        bulk = np.flatnonzero(~np.asarray(res.stable, dtype=bool) & ~np.asarray(res.candidate))
+        # Bulk eigenpairs, as PCA would keep them, complete the width; a mean-shift one
+        # never does: leaving those out is what the estimator is for.
+        chosen = np.sort(np.concatenate([stable[:width], bulk[: max(width - stable.size, 0)]]))
+        if chosen.size < width:
+            n_shift = int(res.n_components - stable.size - bulk.size)
+            raise ParameterError(
+                f"n_features_out={width} needs {width} eigenpairs that are not mean shifts, "
+                f"but of the n_components={res.n_components} examined {n_shift} are mean "
+                f"shifts ({stable.size} stable, {bulk.size} bulk); raise n_components to at "
+                f"least {width + n_shift} or lower n_features_out"
+            )
+        return chosen
+
     def _seed(self) -> int | None:
         """The integer seed handed to :func:`mspca_dask.fit`."""
         rs = self.random_state
@@ -348,9 +471,32 @@ class MeanShiftPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstima
             return None if rs is None else int(rs)
         return int(check_random_state(rs).randint(np.iinfo(np.int32).max))
 
+    def _check_width(self) -> None:
+        """Refuse to output zero columns (``n_features_out=None`` and nothing stable)."""
+        if self.n_components_ > 0:
+            return
+        verdicts = self.result_.verdicts
+        n_shift, n_bulk = int(np.sum(verdicts == "mean shift")), int(np.sum(verdicts == "bulk"))
+        raise ParameterError(
+            f"MeanShiftPCA kept no component: none of the {verdicts.size} eigenpairs examined "
+            f"is stable ({n_shift} mean shift, {n_bulk} bulk; see result_.summary()), and "
+            "n_features_out=None outputs the stable ones only, which would be zero columns. "
+            "Set n_features_out to the number of columns the next step needs (the stable "
+            "components, completed by the leading bulk eigenpairs)."
+        )
+
+    def _check_X(self, X: Any) -> Any:
+        """``X`` checked against the fit: a Dask array on metadata, else as a float64 array."""
+        if _is_dask_array(X):
+            _check_dask_array(X)
+            _check_n_features(self, X, reset=False)
+            _check_feature_names(self, X, reset=False)
+            return X
+        return validate_data(self, X, dtype=np.float64, reset=False)
+
     # ------------------------------------------------------------------ transform
     def transform(self, X: Any) -> np.ndarray | da.Array:
-        """Project ``X`` on the stable components.
+        """Project ``X`` on the components.
 
         Parameters
         ----------
@@ -362,15 +508,145 @@ class MeanShiftPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstima
         X_new : ndarray or dask.array.Array of shape ``(n_samples, n_components_)``
             ``(X - mean_) @ components_.T``: a NumPy array for NumPy-like input, a lazy
             Dask array for Dask input.
+
+        Raises
+        ------
+        ParameterError
+            No component is stable and ``n_features_out`` is None: the output would have
+            zero columns.
         """
         check_is_fitted(self)
-        if _is_dask_array(X):
-            _check_dask_array(X)
-            _check_n_features(self, X, reset=False)
-            _check_feature_names(self, X, reset=False)
-            return (X - self.mean_) @ self.components_.T
-        X = validate_data(self, X, dtype=np.float64, reset=False)
+        X = self._check_X(X)
+        self._check_width()
         return (X - self.mean_) @ self.components_.T
+
+    def inverse_transform(self, X: Any) -> np.ndarray | da.Array:
+        """Map scores back to the feature space: ``X @ components_ + mean_``.
+
+        Parameters
+        ----------
+        X : array-like or dask.array.Array of shape (n_samples, n_components_)
+            Scores, as :meth:`transform` returns them.
+
+        Returns
+        -------
+        X_original : ndarray or dask.array.Array of shape (n_samples, n_features_in_)
+            The samples' projection on the components' span, shifted back by ``mean_``
+            (equal to the samples themselves only when they lie in that span).
+
+        Raises
+        ------
+        ParameterError
+            No component is stable and ``n_features_out`` is None (as :meth:`transform`).
+        ShapeError
+            ``X`` does not have ``n_components_`` columns.
+        """
+        check_is_fitted(self)
+        self._check_width()
+        if _is_dask_array(X):
+            if X.ndim != 2:
+                raise ShapeError(f"Expected a 2D array, got a {X.ndim}D Dask array instead.")
+        else:
+            X = check_array(X, dtype=np.float64, input_name="X")
+        if X.shape[1] != self.n_components_:
+            raise ShapeError(
+                f"X has {X.shape[1]} columns, but MeanShiftPCA has {self.n_components_} "
+                "components: inverse_transform takes the output of transform"
+            )
+        return X @ self.components_ + self.mean_
+
+    # ------------------------------------------------------------------ likelihood
+    def _noise_shrinkage(self) -> tuple[float, np.ndarray]:
+        """``σ²`` and ``δₖ = max(λₖ − σ², 0)`` of the probabilistic-PCA covariance."""
+        s2 = self.noise_variance_
+        # As scikit-learn's get_covariance: a component below the noise adds nothing.
+        return s2, np.maximum(self.explained_variance_ - s2, 0.0)
+
+    def get_covariance(self) -> np.ndarray:
+        """The model's covariance ``C = σ² I + components_ᵀ diag(δ) components_``.
+
+        ``δₖ = max(explained_variance_ₖ − noise_variance_, 0)``, as in
+        :meth:`sklearn.decomposition.PCA.get_covariance`.
+
+        Returns
+        -------
+        cov : ndarray of shape (n_features_in_, n_features_in_)
+        """
+        check_is_fitted(self)
+        s2, delta = self._noise_shrinkage()
+        cov = (self.components_.T * delta) @ self.components_
+        cov.flat[:: cov.shape[0] + 1] += s2
+        return cov
+
+    def get_precision(self) -> np.ndarray:
+        """The model's precision ``C⁻¹``, by the matrix inversion lemma.
+
+        With orthonormal ``components_`` the lemma is explicit:
+        ``C⁻¹ = (I − components_ᵀ diag(δ / (σ² + δ)) components_) / σ²``.
+
+        Returns
+        -------
+        precision : ndarray of shape (n_features_in_, n_features_in_)
+        """
+        check_is_fitted(self)
+        s2, delta = self._noise_shrinkage()
+        precision = -(self.components_.T * (delta / (s2 + delta))) @ self.components_
+        precision.flat[:: precision.shape[0] + 1] += 1.0
+        return precision / s2
+
+    def score_samples(self, X: Any) -> np.ndarray | da.Array:
+        """Log-likelihood of each sample under the probabilistic-PCA model.
+
+        The same density as :meth:`sklearn.decomposition.PCA.score_samples`, with this
+        fit's ``mean_``, ``components_``, ``explained_variance_`` and
+        ``noise_variance_`` (see Notes of the class).
+
+        Parameters
+        ----------
+        X : array-like or dask.array.Array of shape (n_samples, n_features)
+            Samples, with the features seen in :meth:`fit`.
+
+        Returns
+        -------
+        ll : ndarray or dask.array.Array of shape (n_samples,)
+            ``log N(x; mean_, C)`` per sample; lazy for Dask input.
+
+        Notes
+        -----
+        With ``r = x − mean_``, ``pₖ = wₖ · r`` and ``δₖ = max(λₖ − σ², 0)``:
+
+        ``log N = −½ [ (‖r‖² − Σₖ pₖ² δₖ / (σ² + δₖ)) / σ² + d log 2π
+        + d log σ² + Σₖ log(1 + δₖ / σ²) ]``
+
+        — ``C⁻¹`` and ``log det C`` in low-rank form, so no ``d × d`` matrix is formed.
+        """
+        check_is_fitted(self)
+        X = self._check_X(X)
+        s2, delta = self._noise_shrinkage()
+        d = self.components_.shape[1]
+        R = X - self.mean_
+        P = R @ self.components_.T
+        quad = ((R * R).sum(axis=1) - (P * P) @ (delta / (s2 + delta))) / s2
+        logdet = d * math.log(s2) + float(np.sum(np.log1p(delta / s2)))
+        return -0.5 * (quad + d * math.log(2.0 * math.pi) + logdet)
+
+    def score(self, X: Any, y: Any = None) -> float:
+        """Average log-likelihood of the samples (:meth:`score_samples`).
+
+        Parameters
+        ----------
+        X : array-like or dask.array.Array of shape (n_samples, n_features)
+            Samples, with the features seen in :meth:`fit`.
+        y : None
+            Ignored.
+
+        Returns
+        -------
+        ll : float
+            The mean of :meth:`score_samples` (computed for Dask input).
+        """
+        ll = self.score_samples(X)
+        return float(ll.mean().compute() if _is_dask_array(ll) else np.mean(ll))
 
     @property
     def _n_features_out(self) -> int:
