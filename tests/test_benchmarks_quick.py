@@ -1,4 +1,4 @@
-"""benchmarks/{scale,peers,runtime}.py --quick: each script runs and writes its results files.
+"""The benchmark scripts run (`--quick`) and write their results files; `--render` rewrites them.
 
 Smoke tests of the benchmark scripts (issue: performance benchmarks run by hand, results
 committed).  They check the structure of what the scripts write, never a timing: the
@@ -168,6 +168,31 @@ def test_accuracy_quick__beyond_suite_writes_its_table(tmp_path):
     assert "## Beyond the paper's setting" in md and "| 3 equal clusters 5 % each |" in md
 
 
+@pytest.mark.parametrize(
+    ("script", "sections"),
+    [
+        ("accuracy.py", ["## The paper's setting", "## Beyond the paper's setting"]),
+        ("genotype_verdicts.py", ["## The run"]),
+    ],
+)
+def test_render__rewrites_the_results_file_from_the_committed_json(tmp_path, script, sections):
+    name = script.removesuffix(".py")
+    stored = BENCH / "results" / f"{name}.json"
+    (tmp_path / f"{name}.json").write_bytes(stored.read_bytes())
+    _run_script(script, "--render", "--out", str(tmp_path))
+    assert (tmp_path / f"{name}.json").read_bytes() == stored.read_bytes()  # nothing rerun
+    md = (tmp_path / f"{name}.md").read_text()
+    for heading in ["## How to read this file", *sections]:
+        assert heading in md
+    for field in ("- Command: `python benchmarks/", "- Date: ", "- Machine: ", "- Commit: "):
+        assert field in md
+    payload = json.loads(stored.read_text())
+    rows = payload.get("beyond", []) + payload.get("results", []) + payload.get("runs", [])
+    assert md.count("\n| ") - md.count("\n|---") >= len(rows)  # every stored row, and heads
+    # the committed file is exactly what the renderer writes
+    assert md == (BENCH / "results" / f"{name}.md").read_text()
+
+
 def test_detection_limits__cluster_beats_its_gaussian_twin_in_an_easy_trial(tmp_path):
     _run_script("detection_limits.py", "--trials", "1", "--twins", "2", "--out", str(tmp_path))
     payload = json.loads((tmp_path / "detection_limits.json").read_text())
@@ -185,3 +210,21 @@ def test_detection_limits__cluster_beats_its_gaussian_twin_in_an_easy_trial(tmp_
     assert len(payload["null_rows"]) == 2
     md = (tmp_path / "detection_limits.md").read_text()
     assert "Gaussian twin" in md and "| H3 no contamination" in md
+
+
+def test_verdict_suite_quick__one_trial_of_two_families(tmp_path):
+    _run_script("verdict_suite.py", "--quick", "--out", str(tmp_path))
+    payload = json.loads((tmp_path / "verdict_suite.json").read_text())
+    assert {"cores", "ram_gib", "commit", "command", "load_average_end"} <= set(payload["meta"])
+    assert payload["meta"]["quick"] is True and "--quick" in payload["meta"]["command"]
+    assert [s["family"] for s in payload["summary"]] == ["N-iso", "P-paper-10"]
+    assert [(f["family"], f["seed"]) for f in payload["fits"]] == [("N-iso", 0), ("P-paper-10", 0)]
+    for fit in payload["fits"]:
+        assert 0 <= fit["cos"] <= 1 and fit["seconds"] > 0 and fit["n_passes"] >= 1
+        assert fit["failure"] == (fit["cos"] < 0.5)
+    null, power = payload["summary"]
+    assert null["kind"] == "null" and null["detected"] is None and null["trials"] == 1
+    assert power["kind"] == "power" and len(payload["fits"][1]["captured"]) == 1
+    md = (tmp_path / "verdict_suite.md").read_text()
+    assert "How to read the tables" in md and "| N-iso | 1000 × 900 | 1 |" in md
+    assert "## Real data" not in md  # no real family was run

@@ -486,3 +486,62 @@ def test_strategies__shapes_respect_bounds_and_refuse_empty_ranges(data) -> None
     assert 3 <= n <= 5 and 7 <= d <= 9
     with pytest.raises(ValueError, match="need 2 <= min_samples <= max_samples"):
         mst.shapes(min_samples=5, max_samples=4)
+
+
+# ---------------------------------------------------------------------- data families
+def test_families__kinds_names_and_unknown_name() -> None:
+    from mspca_dask.testing import FAMILIES, family, family_names
+
+    assert set(family_names()) == set(FAMILIES)
+    assert family_names("null")[0] == "N-iso" and "N-big" in family_names("null")
+    assert {"P-paper-5", "P-ten", "P-45"} <= set(family_names("power"))
+    assert family_names("real") == ["R-digits", "R-wine", "R-breast"]
+    assert family("N-wide").shape == (300, 3000) and family("N-big").shape == (100_000, 200)
+    with pytest.raises(ParameterError, match="family must be one of"):
+        family("N-nothing")
+    with pytest.raises(ParameterError, match="seed must be a non-negative integer"):
+        family("R-wine").draw(-1)
+
+
+@pytest.mark.parametrize("name", ["P-unequal", "N-ar03", "P-gamma", "R-wine"])
+def test_families__draw_is_seeded_and_the_same_however_rows_are_read(name: str) -> None:
+    from mspca_dask.testing import family
+
+    draw = family(name).draw(3)
+    X = draw.to_numpy()
+    assert X.shape == draw.shape == family(name).shape
+    np.testing.assert_array_equal(family(name).draw(3).to_numpy(), X)
+    assert not np.array_equal(family(name).draw(4).to_numpy(), X)
+    np.testing.assert_array_equal(np.vstack(list(draw.blocks(rows=37))), X)
+    np.testing.assert_array_equal(draw.to_dask(chunks=(41, -1)).compute(scheduler="sync"), X)
+    truth = draw.truth
+    assert np.linalg.norm(truth.clean_top) == pytest.approx(1.0)
+    np.testing.assert_allclose(np.linalg.norm(truth.shift_directions, axis=0), 1.0)
+    assert truth.membership.shape == (X.shape[0],)
+    assert set(np.unique(truth.membership)) == set(range(truth.n_groups + 1))
+
+
+def test_families__group_sizes_angles_and_shift_strength() -> None:
+    from mspca_dask.testing import family
+
+    unequal = family("P-unequal").draw(0).truth
+    assert np.bincount(unequal.membership).tolist() == [830, 20, 50, 100]
+    for name, angle in (("P-angle45", 45.0), ("P-angle90", 90.0)):
+        truth = family(name).draw(0).truth
+        cos = float(truth.shift_directions[:, 0] @ truth.covariance_directions[:, 0])
+        assert math.degrees(math.acos(cos)) == pytest.approx(angle)
+    # theta^2 = pi |m|^2 = 4 sqrt(c): the shifted rows minus the clean rows
+    draw = family("P-noisy2").draw(0)
+    model = draw._model
+    members = draw.truth.membership == 1
+    shift = (model.rows(0, 1000) - model.clean_rows(0, 1000))[members]
+    assert np.linalg.norm(shift, axis=1) ** 2 * 0.10 == pytest.approx(4 * math.sqrt(0.9))
+
+
+def test_families__null_families_have_no_groups_and_real_ones_five_percent() -> None:
+    from mspca_dask.testing import family
+
+    assert family("N-skew").draw(0).truth.n_groups == 0
+    truth = family("R-breast").draw(0).truth
+    assert truth.n_groups == 1 and truth.covariance_directions.shape[1] == 0
+    assert np.mean(truth.membership == 1) == pytest.approx(0.05, abs=0.003)
