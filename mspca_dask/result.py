@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .errors import DTypeError, InputError, ShapeError
+from .errors import DTypeError, InputError, ParameterError, ShapeError
 from .io.writing import str_objects
 from .schema import (
     COMPONENT_DIM,
@@ -42,6 +42,7 @@ if TYPE_CHECKING:
     import xarray as xr
     from matplotlib.axes import Axes
     from matplotlib.figure import Figure
+    from numpy.typing import ArrayLike
 
 __all__ = [
     "MSPCAResult",
@@ -61,6 +62,16 @@ VERDICTS = ("stable", "mean shift", "bulk")
 _KNOCKOFF_NOTE = (
     "knockoff = where the eigenvalue went under the first knockoff (the eigenpair matched by "
     "eigenvector); displacement and overlap are medians over all knockoffs"
+)
+
+#: Footer of :meth:`MSPCAResult.summary`: what every column of its table means.
+_COLUMNS_NOTE = (
+    "columns: eigenvalue = of the covariance about the location; knockoff, displacement = "
+    "where a knockoff mean shift moved it and by how much (medians over knockoffs); overlap = "
+    "|cos| of its eigenvector with the matched knockoff one; bound = certified error of the "
+    "eigenvalue; shift z = evidence of a mean shift along the eigenvector (about |N(0, 1)| "
+    "without one); verdict = stable (covariance PC), mean shift (flagged) or bulk (not above "
+    "the Marchenko–Pastur edge); reason = what decided it"
 )
 
 _FLOAT_ATTRS = tuple(k for k, v in RESULT_ATTRS.items() if v.kind == "float")
@@ -677,7 +688,7 @@ class MSPCAResult:
             lines.append("  ".join([*cells, row[-1]]).rstrip())
             if k == 0:
                 lines.append("  ".join("-" * w for w in widths) + "  " + "-" * 6)
-        return "\n".join(lines)
+        return "\n".join([*lines, "", _COLUMNS_NOTE])
 
     def __repr__(self) -> str:
         return (
@@ -704,26 +715,43 @@ class MSPCAResult:
         )
 
     # ---------------------------------------------------------------- plot
-    def plot(self, ax: Axes | None = None) -> Figure:
-        """Eigenvalues, their knockoff counterparts and the Marchenko–Pastur edge.
+    def plot(
+        self,
+        ax: Axes | None = None,
+        *,
+        kind: str = "spectrum",
+        pairs: tuple[int, int] = (0, 1),
+        color: ArrayLike | None = None,
+    ) -> Figure:
+        """The spectrum with its verdicts, or the samples' scores on two eigenpairs.
 
         Parameters
         ----------
         ax : matplotlib.axes.Axes, optional
             Axes to draw on; a new Figure (not registered with pyplot) is made otherwise.
+        kind : {"spectrum", "scores"}, default "spectrum"
+            ``"spectrum"``: eigenvalues on a log axis, coloured by verdict, every knockoff's
+            eigenvalues as hollow markers joined to them by vertical segments, the
+            Marchenko–Pastur edge dashed and a shaded band ``±ε`` around each stable
+            eigenvalue.  ``"scores"``: one point per sample at its scores on ``pairs``
+            (0-based eigenpair indices), the axes labelled with their verdicts.
+        pairs : (int, int), default (0, 1)
+            The eigenpairs of the ``"scores"`` plot.
+        color : (n_samples,) array-like, optional
+            Per-sample values or labels that colour the ``"scores"`` plot (a batch, a
+            population); one colour otherwise.
 
         Returns
         -------
         matplotlib.figure.Figure
-            The figure drawn on.  Eigenvalues are filled markers coloured by verdict,
-            every knockoff's eigenvalues hollow markers joined to them by vertical
-            segments; a dashed line marks the Marchenko–Pastur edge and a shaded band
-            ``±ε`` surrounds each stable eigenvalue.
+            The figure drawn on.
 
         Raises
         ------
         ImportError
             matplotlib is not installed.
+        ParameterError
+            ``kind`` is unknown, ``pairs`` out of range or ``color`` of the wrong length.
         """
         try:
             from matplotlib.figure import Figure
@@ -732,11 +760,16 @@ class MSPCAResult:
                 "MSPCAResult.plot needs matplotlib: pip install mspca-dask[plot]"
             ) from exc
 
+        if kind not in ("spectrum", "scores"):
+            raise ParameterError(f"kind must be 'spectrum' or 'scores' (not {kind!r})")
         if ax is None:
             fig = Figure(figsize=(6.4, 4.0), layout="constrained")
             ax = fig.add_subplot()
         else:
             fig = _root_figure(ax)
+        if kind == "scores":
+            self._plot_scores(ax, pairs, color)
+            return fig
         x = np.arange(self.n_components)
         ev = np.asarray(self.eigenvalues, dtype=float)
         knock = self.matched_knockoff_eigenvalues
@@ -786,12 +819,45 @@ class MSPCAResult:
             linewidth=1.0,
             label="Marchenko–Pastur edge",
         )
+        # one knockoff eigenvalue far above the rest squashed every other point onto the edge
+        # on a linear axis; eigenvalues are positive, so a log axis shows them all
+        ax.set_yscale("log")
         ax.set_xticks(x)
         ax.set_xlabel("eigenpair")
-        ax.set_ylabel("eigenvalue")
+        ax.set_ylabel("eigenvalue (log scale)")
         ax.set_title(f"MS-PCA: {self.n_stable} stable of {self.n_components} eigenpairs")
         ax.legend(loc="best", fontsize="small")
         return fig
+
+    def _plot_scores(self, ax: Axes, pairs: tuple[int, int], color: ArrayLike | None) -> None:
+        """The ``"scores"`` kind of :meth:`plot`."""
+        i, j = (int(p) for p in pairs)
+        K = self.n_components
+        if not (0 <= i < K and 0 <= j < K) or i == j:
+            raise ParameterError(f"pairs must be two different indices in [0, {K}) (not {pairs})")
+        scores = np.asarray(self.scores, dtype=float)
+        verdicts = self.verdicts
+        if color is None:
+            ax.scatter(scores[:, i], scores[:, j], s=6, alpha=0.6, linewidths=0)
+        else:
+            c = np.asarray(color)
+            if c.shape != (scores.shape[0],):
+                raise ParameterError(
+                    f"color must hold one value per sample ({scores.shape[0]}), not shape {c.shape}"
+                )
+            if c.dtype.kind in "biuf":
+                points = ax.scatter(scores[:, i], scores[:, j], c=c, s=6, alpha=0.6, linewidths=0)
+                _root_figure(ax).colorbar(points, ax=ax)
+            else:  # labels: one colour and one legend entry each
+                for label in np.unique(c):
+                    at = c == label
+                    ax.scatter(
+                        scores[at, i], scores[at, j], s=6, alpha=0.6, linewidths=0, label=label
+                    )
+                ax.legend(loc="best", fontsize="small", markerscale=2)
+        ax.set_xlabel(f"eigenpair {i} ({verdicts[i]})")
+        ax.set_ylabel(f"eigenpair {j} ({verdicts[j]})")
+        ax.set_title("MS-PCA scores")
 
 
 def open_result(path: str | os.PathLike[str]) -> MSPCAResult:

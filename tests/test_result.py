@@ -12,7 +12,13 @@ import pytest
 import xarray as xr
 from numpy.testing import assert_allclose, assert_array_equal
 
-from mspca_dask.errors import DTypeError, InputError, ResultExistsError, ShapeError
+from mspca_dask.errors import (
+    DTypeError,
+    InputError,
+    ParameterError,
+    ResultExistsError,
+    ShapeError,
+)
 from mspca_dask.result import (
     RESULT_ATTRS,
     RESULT_VARIABLES,
@@ -504,6 +510,10 @@ def test_summary__lists_every_eigenpair(res: MSPCAResult) -> None:
     rows = [line for line in text.splitlines() if line[:1].isdigit()]
     assert len(rows) == K
     assert rows[1].split()[1] == "6.25"
+    # every column is explained under the table
+    footer = text.splitlines()[-1]
+    for column in ("knockoff", "displacement", "overlap", "bound", "shift z", "verdict"):
+        assert f"{column} =" in footer or f"{column}," in footer, column
 
 
 def test_repr__is_short(res: MSPCAResult) -> None:
@@ -547,6 +557,38 @@ def test_plot__draws_edge_and_saves_png(res: MSPCAResult, mpl, tmp_path) -> None
     out = tmp_path / "plot.png"
     fig.savefig(out)
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_plot__spectrum_is_on_a_log_axis(res: MSPCAResult, mpl) -> None:
+    (ax,) = res.plot().axes
+    assert ax.get_yscale() == "log"
+
+
+def test_plot__scores_of_two_pairs_coloured_by_labels_or_values(res: MSPCAResult, mpl) -> None:
+    n = res.scores.shape[0]
+    labels = np.where(np.arange(n) % 3 == 0, "batch A", "batch B")
+    (ax,) = res.plot(kind="scores", pairs=(0, 2), color=labels).axes
+    assert ax.get_xlabel() == f"eigenpair 0 ({res.verdicts[0]})"
+    assert ax.get_ylabel() == f"eigenpair 2 ({res.verdicts[2]})"
+    assert ax.get_legend_handles_labels()[1] == ["batch A", "batch B"]
+    plotted = np.vstack([c.get_offsets() for c in ax.collections])
+    assert sorted(map(tuple, plotted)) == sorted(map(tuple, res.scores[:, [0, 2]]))
+    fig = res.plot(kind="scores", color=np.arange(n, dtype=float))
+    assert len(fig.axes) == 2  # the scores and their colour bar
+
+
+@pytest.mark.parametrize(
+    ("kw", "match"),
+    [
+        ({"kind": "pie"}, "kind must be"),
+        ({"kind": "scores", "pairs": (0, 0)}, "two different indices"),
+        ({"kind": "scores", "pairs": (0, K)}, "two different indices"),
+        ({"kind": "scores", "color": np.zeros(3)}, "one value per sample"),
+    ],
+)
+def test_plot__refuses_bad_arguments(res: MSPCAResult, mpl, kw, match) -> None:
+    with pytest.raises(ParameterError, match=match):
+        res.plot(**kw)
 
 
 def test_plot__uses_given_axes(res: MSPCAResult, mpl) -> None:
