@@ -56,6 +56,54 @@ def _version(module: str) -> str | None:
     return str(getattr(mod, "__version__", "?"))
 
 
+def git_commit() -> str | None:
+    """The commit the benchmark runs on, ``+dirty`` when tracked files differ from it; None
+    outside a git checkout."""
+    try:
+        head = subprocess.run(
+            ["git", "rev-parse", "--short=10", "HEAD"],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no"],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return None
+    return head + ("+dirty" if dirty else "")
+
+
+def last_commit_of(path: Path) -> str | None:
+    """The last commit that changed ``path``; None when it is untracked or outside git."""
+    try:
+        out = subprocess.run(
+            ["git", "log", "-1", "--format=%h", "--", str(path)],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return None
+    return out or None
+
+
+def commit_line(meta: dict[str, Any], stored: Path) -> str:
+    """What a results file says of the code its numbers come from."""
+    if meta.get("commit"):
+        return f"`{meta['commit']}`"
+    committed = meta.get("results_committed_in") or last_commit_of(stored)
+    return "not recorded by the run" + (
+        f"; its results were committed in `{committed}`" if committed else ""
+    )
+
+
 def machine_info() -> dict[str, Any]:
     """What the timings were taken on (no host names, no paths)."""
     import psutil
@@ -78,6 +126,7 @@ def machine_info() -> dict[str, Any]:
         "blas": blas,
         "load_average_start": [round(x, 2) for x in os.getloadavg()],
         "date": time.strftime("%Y-%m-%d %H:%M"),
+        "commit": git_commit(),
         "shared_machine": True,
     }
 

@@ -19,12 +19,15 @@ relatedness, noise; it should stay stable); PCs in between are listed, not score
 demographic models have no structure inside a population, so nothing below the population
 axes is a real within-population axis: a flag there is a false flag.
 
-Results: ``benchmarks/results/genotype_verdicts.md`` and ``.json``.
+Results: ``benchmarks/results/genotype_verdicts.json``, rendered as ``genotype_verdicts.md``;
+``python benchmarks/genotype_verdicts.py --render`` rewrites the Markdown from the stored JSON
+and runs nothing.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import tempfile
 import time
@@ -36,7 +39,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from _bench import RESULTS, SHARED_NOTE, dump, finish_info, machine_info, machine_line  # noqa: E402
+from _bench import RESULTS, commit_line, dump, finish_info, machine_info, machine_line  # noqa: E402
 
 DATA = Path(__file__).resolve().parent / "_data"
 K = 10
@@ -151,11 +154,113 @@ def _row(name: str, seed: int, r: dict[str, Any]) -> str:
     )
 
 
+#: The fixed reading of genotype_verdicts.md: what the columns mean, never what a run found.
+HOW_TO_READ = [
+    "## How to read this file",
+    "",
+    "Each run simulates a cohort (a majority population with minorities) and runs the "
+    "genomics job on it twice with its defaults: with the majority population as the "
+    'reference, and with no reference (`location="auto"`). What a PC *is* comes from the '
+    "simulation's population labels, not from the method: η², the share of its sample "
+    f"scores' variance that lies between the populations. A PC is a *population axis* when "
+    f"η² ≥ {POPULATION_AXIS:.1f} (a mean shift between populations: it should be flagged) and "
+    f"a *covariance PC* when η² < {COVARIANCE_PC:.1f} (these demographic models have no "
+    "structure within a population, so such a PC is linkage, relatedness or noise, and must "
+    "stay stable); PCs in between are counted in their own column and not scored. A run "
+    "*meets the target* when every population axis is flagged and at most one covariance PC "
+    "in ten is. The last column lists η² of PCs 1-10, a star marking a PC flagged as a mean "
+    "shift. The header gives the command, date, machine and commit of the run that wrote "
+    "the JSON. How these verdicts changed from version to version is in `CHANGELOG.md` "
+    '("History of the accuracy study"), not here. '
+    "`python benchmarks/genotype_verdicts.py --render` rewrites this file from "
+    "`genotype_verdicts.json`.",
+]
+
+
+def _met(r: dict[str, Any]) -> bool:
+    return r["axes_flagged"] == r["population_axes"] and r["covariance_flagged"] <= 1
+
+
+def render(out: Path) -> list[str]:
+    """Rewrite ``out/genotype_verdicts.md`` from ``out/genotype_verdicts.json``."""
+    stored = out / "genotype_verdicts.json"
+    payload = json.loads(stored.read_text())
+    meta, runs = payload["machine"], payload["runs"]
+    names = list(dict.fromkeys(r["cohort"] for r in runs))
+    command = payload.get("command") or (
+        f"python benchmarks/genotype_verdicts.py --seeds {max(r['seed'] for r in runs)}"
+        + ("" if set(names) == set(COHORTS) else "".join(f" --only {n}" for n in names))
+    )
+    met = [_met(r) for r in runs]
+    md = [
+        "# Verdicts on simulated genotype cohorts",
+        "",
+        *HOW_TO_READ,
+        "",
+        "## The run",
+        "",
+        f"- Command: `{command}`",
+        f"- Date: {meta['date']}",
+        f"- Machine: {machine_line(meta).split('. Date ')[0]}; load average (1, 5, 15 min) "
+        f"{meta['load_average_start']} at the start, {meta.get('load_average_end')} at the end",
+        f"- Commit: {commit_line(meta, stored)}",
+        "",
+        "Cohorts: stdpopsim HomSap, chr22 10-30 Mb, msprime, VCF Zarr by bio2zarr's tskit2zarr; "
+        + "; ".join(f"**{n}**: {m} {p}" for n, (m, p, _, _) in COHORTS.items() if n in names)
+        + f". The genomics job with its defaults (MAF >= 0.05, K = {K}, 5 knockoffs, report "
+        "off), with the majority population (CEU, EUR) as reference and with none.",
+        "",
+        "| cohort | seed | reference | variants | axes flagged | covariance PCs flagged | "
+        "in between flagged | met | η² per PC (* flagged) |",
+        "|---|---|---|---|---|---|---|---|---|",
+        *(_row(r["cohort"], r["seed"], r) for r in runs),
+        "",
+        f"**{sum(met)} of {len(met)} runs meet the target.** Population axes flagged: "
+        f"{sum(r['axes_flagged'] for r in runs)} of {sum(r['population_axes'] for r in runs)}; "
+        f"covariance PCs flagged: {sum(r['covariance_flagged'] for r in runs)} of "
+        f"{sum(r['covariance_pcs'] for r in runs)}.",
+    ]
+    for extra in payload.get("separate_runs", []):
+        md += [
+            "",
+            f"## {extra['title']}",
+            "",
+            f"- Command: {extra['command']}",
+            f"- Date: {extra['date']}",
+            f"- Recorded: {extra['recorded']}",
+            "",
+            extra["description"],
+            "",
+            "| PC | eigenvalue | shift z | verdict | η² | why |",
+            "|---|---|---|---|---|---|",
+            *(
+                f"| {pc['pc']} | {pc['eigenvalue']:,.1f} | {pc['shift_z']:.3g} | "
+                f"{pc['verdict']} | {pc['eta2']:.3f} | {pc['why']} |"
+                for pc in extra["pcs"]
+            ),
+            "",
+            f"Population axes flagged: {extra['axes_flagged']} of {extra['population_axes']}; "
+            f"covariance PCs flagged: {extra['covariance_flagged']} of "
+            f"{extra['covariance_pcs']}.",
+        ]
+    (out / "genotype_verdicts.md").write_text("\n".join(md) + "\n")
+    return md
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seeds", type=int, default=3)
     ap.add_argument("--only", choices=sorted(COHORTS), action="append")
+    ap.add_argument("--out", type=Path, default=RESULTS)
+    ap.add_argument(
+        "--render",
+        action="store_true",
+        help="only rewrite genotype_verdicts.md from genotype_verdicts.json",
+    )
     args = ap.parse_args(argv)
+    if args.render:
+        print("\n".join(render(args.out)))
+        return 0
     try:
         import msprime  # noqa: F401
         import stdpopsim  # noqa: F401
@@ -176,41 +281,11 @@ def main(argv: list[str] | None = None) -> int:
                     runs.append(r)
                     print(_row(name, seed, r), flush=True)
     finish_info(meta)
-    met = [r["axes_flagged"] == r["population_axes"] and r["covariance_flagged"] <= 1 for r in runs]
-    md = [
-        "# Verdicts on simulated genotype cohorts",
-        "",
-        f"Generated by `python benchmarks/genotype_verdicts.py --seeds {args.seeds}"
-        + "".join(f" --only {n}" for n in args.only or [])
-        + f"`. Machine: {machine_line(meta)}",
-        "",
-        SHARED_NOTE,
-        "",
-        "Cohorts: stdpopsim HomSap, chr22 10-30 Mb, msprime, VCF Zarr by bio2zarr's tskit2zarr; "
-        + "; ".join(f"**{n}**: {m} {p}" for n, (m, p, _, _) in COHORTS.items() if n in names)
-        + f". The genomics job with its defaults (MAF >= 0.05, K = {K}, 5 knockoffs, report "
-        "off), with the majority population (CEU, EUR) as reference and with none.",
-        "",
-        f"A PC is a *population axis* when at least {POPULATION_AXIS:.0%} of its score variance "
-        f"lies between the populations (η²), a *covariance PC* when less than "
-        f"{COVARIANCE_PC:.0%} does (these models have no structure within a population: such "
-        "a PC is linkage, relatedness or noise, and must stay stable). Target (issue 11): "
-        "every population axis flagged, at most one covariance PC flagged in ten. Last "
-        "column: η² of PCs 1-10, * = flagged mean shift.",
-        "",
-        "| cohort | seed | reference | variants | axes flagged | covariance PCs flagged | "
-        "in between flagged | met | η² per PC (* flagged) |",
-        "|---|---|---|---|---|---|---|---|---|",
-        *(_row(r["cohort"], r["seed"], r) for r in runs),
-        "",
-        f"**{sum(met)} of {len(met)} runs meet the target.** Population axes flagged: "
-        f"{sum(r['axes_flagged'] for r in runs)} of {sum(r['population_axes'] for r in runs)}; "
-        f"covariance PCs flagged: {sum(r['covariance_flagged'] for r in runs)} of "
-        f"{sum(r['covariance_pcs'] for r in runs)}.",
-        "",
-    ]
-    dump("genotype_verdicts", RESULTS, {"machine": meta, "runs": runs}, md)
-    print("\n".join(md))
+    command = f"python benchmarks/genotype_verdicts.py --seeds {args.seeds}" + "".join(
+        f" --only {n}" for n in args.only or []
+    )
+    dump("genotype_verdicts", args.out, {"command": command, "machine": meta, "runs": runs}, [])
+    print("\n".join(render(args.out)))
     return 0
 
 
