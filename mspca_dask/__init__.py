@@ -19,6 +19,7 @@ from .errors import (
     DTypeError,
     ForeignOutputError,
     InputError,
+    MissingDependencyError,
     ModelFitWarning,
     MSPCAError,
     MSPCAWarning,
@@ -34,6 +35,7 @@ from .errors import (
     SourceNotFoundError,
     VariableNotFoundError,
 )
+from .io.anndata import add_to_anndata
 from .result import MSPCAResult, open_result
 
 try:
@@ -44,6 +46,7 @@ except PackageNotFoundError:  # running from a source tree that is not installed
 __all__ = [
     "fit",
     "open_result",
+    "add_to_anndata",
     "MSPCAResult",
     "MeanShiftPCA",
     "errors",
@@ -58,6 +61,7 @@ __all__ = [
     "SourceNotFoundError",
     "VariableNotFoundError",
     "ChunkReadError",
+    "MissingDependencyError",
     "ResultExistsError",
     "ForeignOutputError",
     "OutputOverlapsInputError",

@@ -53,15 +53,22 @@ def fit(
     out: str | os.PathLike[str] | None = None,
     overwrite: bool = False,
     reference_samples: Any = None,
+    layer: str | None = None,
+    mask_obs: Any = None,
+    mask_var: Any = None,
 ) -> MSPCAResult:
     """Mean-Shift PCA: the top principal components, split into covariance and mean-shift ones.
 
     Parameters
     ----------
-    source : array_like, dask array, xarray DataArray/Dataset, or str
-        ``(n_samples, n_features)`` data: a NumPy or Dask array, an xarray object (samples
-        along ``sample_dim``), or the path / fsspec URL of a Zarr store (v3 or v2; an array,
-        or a group with ``variable``).  Samples are the observations of the PCA.
+    source : array_like, sparse matrix, dask array, xarray DataArray/Dataset, AnnData, or str
+        ``(n_samples, n_features)`` data: a NumPy array, a ``scipy.sparse`` CSR or CSC
+        matrix, a Dask array (of NumPy or sparse chunks), an xarray object (samples along
+        ``sample_dim``), the path / fsspec URL of a Zarr store (v3 or v2; an array, or a
+        group with ``variable``), or an ``anndata.AnnData``, ``.h5ad`` file or AnnData Zarr
+        store (cells as samples; needs ``pip install 'mspca-dask[anndata]'``).  Samples are
+        the observations of the PCA.  Sparse data are densified one chunk at a time inside
+        each pass, never whole, and give the same result as the dense array.
     n_components : int
         ``K``, the number of leading eigenpairs examined (1 ≤ K ≤ min(n_samples, n_features)).
     variable : str, optional
@@ -146,6 +153,14 @@ def fit(
         on opposite sides of it do not cancel
         (:func:`mspca_dask.matching.reference_group_evidence`,
         :func:`mspca_dask.matching.groups_apart_from_reference`).
+    layer : str, optional
+        For an AnnData source: the layer to analyse; ``None`` analyses ``X`` (as scanpy).
+    mask_obs, mask_var : bool array or str, optional
+        For an AnnData source: the observations (cells) / variables (genes) to analyse, as a
+        boolean mask or the name of a boolean column of ``obs`` / ``var``
+        (``mask_var="highly_variable"``), as scanpy's ``mask_obs`` and ``mask_var``.  The
+        result's labels are the kept ``obs_names`` and ``var_names``;
+        :func:`mspca_dask.add_to_anndata` stores it back in the AnnData.
 
     Returns
     -------
@@ -207,7 +222,13 @@ def fit(
         source, location, variable, sample_dim = gin.data, gin.location, None, "samples"
         reference = gin.reference
     src = open_source(
-        source, variable=variable, sample_dim=sample_dim, allow_missing_chunks=allow_missing_chunks
+        source,
+        variable=variable,
+        sample_dim=sample_dim,
+        allow_missing_chunks=allow_missing_chunks,
+        layer=layer,
+        mask_obs=mask_obs,
+        mask_var=mask_var,
     )
     n, d = (int(s) for s in src.data.shape)
     if n_components > min(n, d):
@@ -235,6 +256,7 @@ def fit(
     record = dict(
         params.as_dict(),
         variable=variable,
+        layer=layer,
         sample_dim=sample_dim,
         location=plan.location.mode,
         solver=plan.solver,

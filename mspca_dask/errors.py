@@ -28,6 +28,7 @@ __all__ = [
     "SchedulerError",
     "ConfigError",
     "JobLockedError",
+    "MissingDependencyError",
     "exit_code",
     "EXIT_OK",
     "EXIT_ERROR",
@@ -142,6 +143,12 @@ class JobLockedError(MSPCAError, BlockingIOError):
     """Another run of the same job (same output directory) holds its lock."""
 
     exit_code = EXIT_LOCKED
+
+
+class MissingDependencyError(MSPCAError, ImportError):
+    """An optional dependency that the input needs is not installed (the message says which
+    extra installs it, e.g. ``pip install 'mspca-dask[anndata]'``); the environment, not the
+    input, is at fault, so commands exit with :data:`EXIT_ERROR`."""
 
 
 def exit_code(err: BaseException) -> int:

@@ -2,9 +2,12 @@
 
 This package owns every contact with Zarr, xarray and fsspec; it does no numerical work.
 
-* :mod:`~mspca_dask.io.sources`: :func:`open_source` (arrays, xarray objects and Zarr
-  stores as a lazy :class:`Source`), :class:`ZarrChunkReader`, and the cheap recognition
-  of genotype inputs (:func:`is_genotype_source`).
+* :mod:`~mspca_dask.io.sources`: :func:`open_source` (arrays, sparse matrices, xarray
+  objects and Zarr stores as a lazy :class:`Source`), :class:`ZarrChunkReader`, and the
+  cheap recognition of genotype inputs (:func:`is_genotype_source`).
+* :mod:`~mspca_dask.io.anndata`: AnnData objects, ``.h5ad`` files and AnnData Zarr stores
+  read lazily (:func:`~mspca_dask.io.anndata.open_anndata`), and a result stored back as
+  scanpy stores its PCA (:func:`add_to_anndata`).
 * :mod:`~mspca_dask.io.chunks`: :class:`~mspca_dask.io.chunks.ChunkDecoder`, whole chunks of
   a Zarr format 2 array decoded straight into a buffer the caller reuses.
 * :mod:`~mspca_dask.io.writing`: :func:`write_dataset_atomic` and :func:`commit_directory`
@@ -23,6 +26,7 @@ Examples
 
 from __future__ import annotations
 
+from .anndata import add_to_anndata
 from .sources import (
     GENOTYPE_VARIABLES,
     Source,
@@ -56,4 +60,5 @@ __all__ = [
     "plink_fileset",
     "is_vcf_zarr",
     "is_genotype_source",
+    "add_to_anndata",
 ]

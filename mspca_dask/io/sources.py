@@ -2,12 +2,14 @@
 
 This module owns every read of the data to analyse; it does no numerical work.
 
-* :func:`open_source` turns a NumPy array, a Dask array, an ``xarray.DataArray`` or
-  ``Dataset``, or the path / fsspec URL of a Zarr store (format 2 or 3) into a
-  :class:`Source`: a lazy ``(n_samples, n_features)`` Dask array of a real floating dtype,
-  plus the sample and feature coordinates and a human-readable description.  Opening never
-  reads the data (only metadata, the store's listing to find missing chunks, and the small
-  1-D coordinate arrays of a Zarr group).
+* :func:`open_source` turns a NumPy array, a ``scipy.sparse`` CSR or CSC matrix, a Dask
+  array (of dense or sparse chunks), an ``xarray.DataArray`` or ``Dataset``, the path /
+  fsspec URL of a Zarr store (format 2 or 3), or an AnnData object, ``.h5ad`` file or
+  AnnData Zarr store (:mod:`mspca_dask.io.anndata`) into a :class:`Source`: a lazy
+  ``(n_samples, n_features)`` Dask array of a real floating dtype, plus the sample and
+  feature coordinates and a human-readable description.  Opening never reads the data (only
+  metadata, the store's listing to find missing chunks, and the small 1-D coordinate arrays
+  of a Zarr group).  Sparse chunks stay sparse: the passes densify them one at a time.
 * :class:`ZarrChunkReader` is the array-like Dask reads a Zarr array through: a chunk that
   cannot be read or decoded becomes a :class:`~mspca_dask.errors.ChunkReadError` naming the
   store, the variable and the slice.
@@ -27,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 import dask.array as da
 import numpy as np
+import scipy.sparse as sp
 import xarray as xr
 import zarr
 from dask.base import tokenize
@@ -59,7 +62,7 @@ __all__ = [
 #: Default name of the feature dimension when the source does not name it.
 _DEFAULT_FEATURE_DIM = "features"
 
-_SOURCE_KINDS = ("numpy", "dask", "xarray", "zarr")
+_SOURCE_KINDS = ("numpy", "sparse", "dask", "xarray", "zarr", "anndata")
 
 
 # --------------------------------------------------------------------------------------
@@ -75,7 +78,9 @@ class Source:
     ----------
     data : (n_samples, n_features) dask.array.Array
         The data, samples along axis 0, of a real floating dtype (``float32`` or
-        ``float64``).  Nothing has been computed or read.
+        ``float64``).  Nothing has been computed or read.  Its chunks may be
+        ``scipy.sparse`` matrices (sparse input): the passes densify each chunk in the task
+        that reads it (:func:`mspca_dask._passes._dense`).
     sample_coords : (n_samples,) numpy.ndarray or None
         Labels of the samples (the coordinate of the sample dimension), if the source
         has them.
@@ -85,8 +90,8 @@ class Source:
         Name of the sample dimension.
     feature_dim : str
         Name of the feature dimension.
-    kind : {"numpy", "dask", "xarray", "zarr"}
-        What the source was.
+    kind : {"numpy", "sparse", "dask", "xarray", "zarr", "anndata"}
+        What the source was (a dense array in an AnnData Zarr store is read as ``"zarr"``).
     description : str
         Human-readable origin, used in error messages and result metadata, e.g.
         ``"zarr store /data/x.zarr variable 'X'"``.
@@ -139,6 +144,9 @@ def open_source(
     feature_dim: str | None = None,
     storage_options: Mapping[str, Any] | None = None,
     allow_missing_chunks: bool = False,
+    layer: str | None = None,
+    mask_obs: Any = None,
+    mask_var: Any = None,
 ) -> Source:
     """Open a data source lazily as a ``(n_samples, n_features)`` Dask array.
 
@@ -150,7 +158,14 @@ def open_source(
         * a NumPy array shaped ``(n_samples, n_features)``, or anything else
           :func:`numpy.asarray` accepts (a list, a pandas DataFrame), which is then
           loaded into memory;
-        * a Dask array shaped ``(n_samples, n_features)`` with known chunk sizes;
+        * a ``scipy.sparse`` CSR or CSC matrix or array, wrapped in Dask chunks of whole
+          rows (CSR) or whole columns (CSC), each small enough (Dask's ``array.chunk-size``)
+          to be densified in its task;
+        * a Dask array shaped ``(n_samples, n_features)`` with known chunk sizes, of NumPy
+          or ``scipy.sparse`` chunks;
+        * an ``anndata.AnnData`` (its ``X`` or ``layer``; samples are its observations),
+          the path of an ``.h5ad`` file, or the path or URL of an AnnData Zarr store, read
+          by :func:`mspca_dask.io.anndata.open_anndata` (needs the ``anndata`` extra);
         * a 2-D ``xarray.DataArray``: ``sample_dim`` names the sample dimension, the
           other dimension holds the features; it is transposed so samples come first;
         * an ``xarray.Dataset``: ``variable`` names the data variable (optional when the
@@ -177,6 +192,12 @@ def open_source(
         For a Zarr source: read chunks absent from the store as the fill value (zarr's own
         behaviour) instead of refusing the store; their number is
         :attr:`Source.missing_chunks`.
+    layer : str, optional
+        For an AnnData source: the layer to analyse (``None``: ``X``).
+    mask_obs, mask_var : (n_obs,) / (n_vars,) bool array or str, optional
+        For an AnnData source: the observations / variables to analyse, as a boolean mask
+        or the name of a boolean column of ``obs`` / ``var`` (e.g. ``"highly_variable"``),
+        as scanpy's ``mask_obs`` and ``mask_var``.
 
     Returns
     -------
@@ -192,8 +213,13 @@ def open_source(
         not a dimension of a source with named dimensions, or a Dask array has unknown
         (NaN) chunk sizes.
     DTypeError
-        The data are not real numbers (strings, objects, complex, dates), or ``source``
-        is of a type this function does not read.
+        The data are not real numbers (strings, objects, complex, dates), ``source`` is of
+        a type this function does not read, or a sparse matrix is neither CSR nor CSC.
+    InputError
+        ``layer``, ``mask_obs`` or ``mask_var`` is given for a source that is not AnnData,
+        or ``variable`` for one that is.
+    MissingDependencyError
+        An ``.h5ad`` file or AnnData Zarr store is given and ``anndata`` is not installed.
     SourceNotFoundError
         The path or URL does not exist or holds no Zarr array or group.
     VariableNotFoundError
@@ -224,22 +250,57 @@ def open_source(
     if feature_dim is not None and feature_dim == sample_dim:
         raise InputError(f"sample_dim and feature_dim must differ (both are {sample_dim!r})")
 
+    # AnnData is recognised without importing anndata (which is optional); the module is
+    # imported here because it builds on this one.
+    from . import anndata as _anndata
+
+    annotated = {"layer": layer, "mask_obs": mask_obs, "mask_var": mask_var}
+    if _anndata.is_anndata(source) or _anndata.is_h5ad_path(source):
+        return _anndata.open_anndata(
+            source,
+            variable=variable,
+            sample_dim=sample_dim,
+            feature_dim=feature_dim,
+            allow_missing_chunks=allow_missing_chunks,
+            **annotated,
+        )
+    if isinstance(source, (str, os.PathLike)):
+        source, where = _open_zarr(source, storage_options)
+    else:
+        where = str(source.store_path) if isinstance(source, (zarr.Array, zarr.Group)) else ""
+    if _anndata.is_anndata_group(source):
+        return _anndata.open_anndata(
+            source,
+            where=where,
+            variable=variable,
+            sample_dim=sample_dim,
+            feature_dim=feature_dim,
+            allow_missing_chunks=allow_missing_chunks,
+            **annotated,
+        )
+    given = [f"{name}=" for name, value in annotated.items() if value is not None]
+    if given:
+        verb = "applies" if len(given) == 1 else "apply"
+        raise InputError(
+            f"{' and '.join(given)} only {verb} to AnnData sources (an AnnData object, an "
+            f".h5ad file or an AnnData Zarr store), not to a {_kind_name(source)}; select "
+            "the rows and columns of the array itself instead"
+        )
     if isinstance(source, xr.Dataset):
         return _open_dataset(source, variable, sample_dim, feature_dim)
     if isinstance(source, (zarr.Array, zarr.Group)):
         # Before the generic ``__array__`` case below, which would load the whole array.
         return _open_zarr_node(
-            source, str(source.store_path), variable, sample_dim, feature_dim, allow_missing_chunks
+            source, where, variable, sample_dim, feature_dim, allow_missing_chunks
         )
     if variable is not None:
         # ``variable`` only makes sense for containers; silently ignoring it would hide a
         # mistake (the caller probably meant another object).
-        if not isinstance(source, (str, os.PathLike)):
-            raise InputError(
-                f"variable={variable!r} was given but the source is a "
-                f"{type(source).__name__}, which has no variables; pass variable= only "
-                "with an xarray.Dataset or a Zarr group"
-            )
+        raise InputError(
+            f"variable={variable!r} was given but the source is a "
+            f"{type(source).__name__}, which has no variables; pass variable= only "
+            "with an xarray.Dataset or a Zarr group"
+        )
     if isinstance(source, xr.DataArray):
         name = f" {source.name!r}" if source.name is not None else ""
         return _open_dataarray(
@@ -257,10 +318,8 @@ def open_source(
             kind="dask",
             description=f"Dask array {source.name!r}",
         )
-    if isinstance(source, (str, os.PathLike)):
-        return _open_zarr(
-            source, variable, sample_dim, feature_dim, storage_options, allow_missing_chunks
-        )
+    if sp.issparse(source):
+        return _open_sparse(source, sample_dim, feature_dim or _DEFAULT_FEATURE_DIM)
     if (
         isinstance(source, np.ndarray)
         or hasattr(source, "__array__")
@@ -278,8 +337,44 @@ def open_source(
             description=f"NumPy array of shape {arr.shape}",
         )
     raise DTypeError(
-        "source must be a NumPy or Dask array, an xarray DataArray or Dataset, or the "
-        f"path or URL of a Zarr store (got an object of type {type(source).__name__})"
+        "source must be a NumPy or Dask array, a scipy.sparse CSR or CSC matrix, an xarray "
+        "DataArray or Dataset, an AnnData object or .h5ad file, or the path or URL of a Zarr "
+        f"store (got an object of type {type(source).__name__})"
+    )
+
+
+def _kind_name(source: Any) -> str:
+    if isinstance(source, (zarr.Array, zarr.Group)):
+        return f"Zarr {'array' if isinstance(source, zarr.Array) else 'group'}"
+    return type(source).__name__
+
+
+def _open_sparse(matrix: Any, sample_dim: str, feature_dim: str) -> Source:
+    """A ``scipy.sparse`` CSR or CSC matrix as a Dask array of sparse chunks (no copy).
+
+    CSR is cut into chunks of whole rows and CSC into chunks of whole columns, the slices
+    each format gives without scanning the others; :func:`mspca_dask._passes.orient` then
+    makes the products run along whichever side the chunks span.  The number of rows (or
+    columns) per chunk is Dask's ``"auto"`` for the *dense* size, so that the dense copy a
+    pass makes of one chunk stays within ``array.chunk-size`` (128 MiB by default).
+    """
+    fmt = str(matrix.format)
+    what = f"the scipy.sparse {fmt.upper()} matrix"
+    _check_ndim(matrix.ndim, matrix.shape, what)
+    if fmt not in ("csr", "csc"):
+        raise DTypeError(
+            f"{what} cannot be cut into rows or columns without a copy; convert it with "
+            ".tocsr() (or .tocsc()) first"
+        )
+    _check_dtype(np.dtype(matrix.dtype), what)
+    chunks = {0: "auto", 1: -1} if fmt == "csr" else {0: -1, 1: "auto"}
+    data = da.from_array(matrix, chunks=chunks, asarray=False)
+    return _from_dask(
+        data,
+        sample_dim,
+        feature_dim,
+        kind="sparse",
+        description=f"scipy.sparse {fmt.upper()} matrix of shape {tuple(matrix.shape)}",
     )
 
 
@@ -524,13 +619,9 @@ def _format_key(key: Any) -> str:
 
 
 def _open_zarr(
-    path: str | os.PathLike[str],
-    variable: str | None,
-    sample_dim: str,
-    feature_dim: str | None,
-    storage_options: Mapping[str, Any] | None,
-    allow_missing_chunks: bool = False,
-) -> Source:
+    path: str | os.PathLike[str], storage_options: Mapping[str, Any] | None
+) -> tuple[zarr.Array[Any] | zarr.Group, str]:
+    """The Zarr array or group at ``path`` (metadata only) and its description for messages."""
     local = local_path(path)
     if local is not None and not os.path.exists(local):
         raise SourceNotFoundError(
@@ -544,7 +635,7 @@ def _open_zarr(
         raise SourceNotFoundError(
             f"{where} does not hold a Zarr array or group (format 2 or 3): {exc}"
         ) from exc
-    return _open_zarr_node(node, where, variable, sample_dim, feature_dim, allow_missing_chunks)
+    return node, where
 
 
 def _open_zarr_node(
