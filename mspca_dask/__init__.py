@@ -10,16 +10,15 @@ Samples are the observations (``n``, rows), features the variables (``d``, colum
 from __future__ import annotations
 
 from importlib.metadata import PackageNotFoundError, version
+from typing import TYPE_CHECKING
 
-from . import errors, matching, rmt
-from .api import fit
+from . import errors
 from .errors import (
     ChunkReadError,
     ConvergenceWarning,
     DTypeError,
     ForeignOutputError,
     InputError,
-    MissingDependencyError,
     ModelFitWarning,
     MSPCAError,
     MSPCAWarning,
@@ -35,8 +34,12 @@ from .errors import (
     SourceNotFoundError,
     VariableNotFoundError,
 )
-from .io.anndata import add_to_anndata
-from .result import MSPCAResult, open_result
+
+if TYPE_CHECKING:
+    from . import matching, rmt
+    from .api import fit
+    from .estimator import MeanShiftPCA
+    from .result import MSPCAResult, open_result
 
 try:
     __version__ = version("mspca-dask")
@@ -46,7 +49,6 @@ except PackageNotFoundError:  # running from a source tree that is not installed
 __all__ = [
     "fit",
     "open_result",
-    "add_to_anndata",
     "MSPCAResult",
     "MeanShiftPCA",
     "errors",
@@ -61,7 +63,6 @@ __all__ = [
     "SourceNotFoundError",
     "VariableNotFoundError",
     "ChunkReadError",
-    "MissingDependencyError",
     "ResultExistsError",
     "ForeignOutputError",
     "OutputOverlapsInputError",
@@ -76,10 +77,29 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> object:
-    # The estimator imports scikit-learn's base classes; load it on first use.
-    if name == "MeanShiftPCA":
-        from .estimator import MeanShiftPCA
+#: Names loaded on first use, and the module that defines each: importing the package (and
+#: so ``mspca --help``) loads no Dask, xarray, Zarr, SciPy or scikit-learn.
+_LAZY = {
+    "fit": ".api",
+    "open_result": ".result",
+    "MSPCAResult": ".result",
+    "MeanShiftPCA": ".estimator",
+    "matching": ".matching",
+    "rmt": ".rmt",
+}
 
-        return MeanShiftPCA
-    raise AttributeError(f"module 'mspca_dask' has no attribute {name!r}")
+
+def __getattr__(name: str) -> object:
+    import importlib
+
+    where = _LAZY.get(name)
+    if where is None:
+        raise AttributeError(f"module 'mspca_dask' has no attribute {name!r}")
+    module = importlib.import_module(where, __name__)
+    value = module if where == f".{name}" else getattr(module, name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

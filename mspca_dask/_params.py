@@ -19,11 +19,12 @@ import dataclasses
 import difflib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
-
-import numpy as np
+from typing import TYPE_CHECKING, Any
 
 from .errors import ParameterError
+
+if TYPE_CHECKING:
+    import numpy as np
 
 __all__ = [
     "SOLVERS",
@@ -128,6 +129,8 @@ class Param:
 
 def _conforms(p: Param, value: Any) -> tuple[bool, Any]:
     """Whether ``value`` is in ``p``'s range, and the value normalised."""
+    import numpy as np  # here, not at the top: ``mspca --help`` builds parsers without NumPy
+
     if p.kind == "choice":
         return (isinstance(value, str) and value in p.choices), value
     if isinstance(value, bool):
@@ -348,6 +351,8 @@ def check_location(location: Any, n_features: int) -> tuple[str, np.ndarray | No
     ParameterError
         An unknown string, a vector of the wrong shape, or NaN/infinite entries.
     """
+    import numpy as np
+
     if location is None:
         return "none", None
     if isinstance(location, str):
@@ -381,6 +386,8 @@ def check_reference_samples(reference: Any, n_samples: int) -> np.ndarray:
         Not a mask of ``n_samples`` entries nor integer indices in range, or fewer than 2
         samples on either side.
     """
+    import numpy as np
+
     ref = np.asarray(reference)
     if ref.dtype == bool:
         if ref.shape != (n_samples,):

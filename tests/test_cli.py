@@ -416,6 +416,34 @@ def test_help_lists_commands(capsys: pytest.CaptureFixture[str]) -> None:
     assert "fit" in out and "demo" in out
 
 
+#: What the command's start must not load: its subcommands import them when they run.
+HEAVY_MODULES = ("dask", "distributed", "xarray", "zarr")
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [[], ["--help"], ["genomics", "--help"], ["genomics", "run", "--help"], ["fit", "--help"]],
+    ids=["import", "help", "genomics-help", "genomics-run-help", "fit-help"],
+)
+def test_start__import_and_help_load_no_dask_xarray_or_zarr(argv: list[str]) -> None:
+    code = (
+        "import sys, contextlib, io\n"
+        "import mspca_dask.cli\n"
+        f"argv = {argv!r}\n"
+        "if argv:\n"
+        "    with contextlib.redirect_stdout(io.StringIO()):\n"
+        "        assert mspca_dask.cli.main(argv) == 0\n"
+        f"print(sorted(m for m in {HEAVY_MODULES!r} if m in sys.modules))\n"
+    )
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), env.get("PYTHONPATH")]))
+    proc = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "[]"
+
+
 def test_no_command_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
     assert main([]) == 2
     assert "the following arguments are required: COMMAND" in capsys.readouterr().err

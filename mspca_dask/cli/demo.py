@@ -17,14 +17,12 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..api import fit
 from ..errors import EXIT_OK, ParameterError, ResultExistsError
-from ..io import is_complete
-from ..testing import SpikedMixture, alignment, make_spiked_mixture
 from ._outputs import matplotlib_available, save_plot, write_result
 
 if TYPE_CHECKING:
     from ..result import MSPCAResult
+    from ..testing import SpikedMixture
 
 __all__ = ["add_parser", "run", "DEMO_CHUNK_ROWS", "DEMO_COMPONENTS", "DEMO_ATTR"]
 
@@ -187,6 +185,8 @@ def _pct(x: float) -> str:
 
 def _explain(result: MSPCAResult, model: SpikedMixture) -> list[str]:
     """Plain-words account of the fit against the simulation's truth."""
+    from ..testing import alignment
+
     truth_pc = model.clean_top_eigenvectors(1)[:, 0]
     shift = model.mean_shift_vectors[:, 0]
     ev = result.eigenvalues
@@ -260,6 +260,10 @@ def run(args: argparse.Namespace) -> int:
         :data:`~mspca_dask.errors.EXIT_OK`; errors are raised for :func:`mspca_dask.cli.main`
         to report.
     """
+    # Imported here, not at the top: ``mspca --help`` builds this parser without Dask.
+    from ..api import fit
+    from ..io import is_complete
+    from ..testing import make_spiked_mixture
 
     t_start = time.perf_counter()
     directory: Path = args.dir

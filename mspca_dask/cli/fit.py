@@ -10,12 +10,18 @@ import argparse
 from typing import Any
 
 from .._params import PARAMETERS, add_arguments
-from ..api import fit
 from ..errors import EXIT_OK
-from ..io.safety import check_output_path
 from ._outputs import check_plot_available, save_plot, write_result
 
 __all__ = ["add_parser", "run"]
+
+
+def fit(*args: Any, **kwargs: Any) -> Any:
+    """:func:`mspca_dask.fit`, imported on the first call: ``mspca --help`` builds this
+    subcommand's parser without loading Dask."""
+    from ..api import fit as _fit
+
+    return _fit(*args, **kwargs)
 
 
 def add_parser(sub: Any) -> argparse.ArgumentParser:
@@ -104,6 +110,8 @@ def run(args: argparse.Namespace) -> int:
         :data:`~mspca_dask.errors.EXIT_OK`; errors are raised for :func:`mspca_dask.cli.main`
         to report.
     """
+    from ..io.safety import check_output_path
+
     check_output_path(
         args.out,
         overwrite=args.overwrite,

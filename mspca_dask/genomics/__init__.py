@@ -46,6 +46,8 @@ later), 130 interrupted, 143 terminated (SIGTERM).
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from ..errors import (
     EXIT_ERROR,
     EXIT_EXISTS,
@@ -59,13 +61,35 @@ from ..errors import (
 )
 from ..schema import GENOMICS_ATTRS, GENOMICS_SCHEMA_VERSION, GENOMICS_VARIABLES
 from .cli import build_parser, main, register_cli
-from .cohort import VcfZarr
-from .config import JobConfig, SimulateConfig, load_config
-from .dataset import RESULT_NAME, open_genomics_result, validate_genomics_dataset
-from .genotypes import genotype_input
-from .job import JobOutcome, job_fingerprint, run_job
-from .simulate import simulate_cohort
-from .sources import input_fingerprint, open_genotypes, open_vcf_zarr
+
+if TYPE_CHECKING:
+    from .cohort import VcfZarr
+    from .config import JobConfig, SimulateConfig, load_config
+    from .dataset import RESULT_NAME, open_genomics_result, validate_genomics_dataset
+    from .genotypes import genotype_input
+    from .job import JobOutcome, job_fingerprint, run_job
+    from .simulate import simulate_cohort
+    from .sources import input_fingerprint, open_genotypes, open_vcf_zarr
+
+#: Names loaded on first use, and their modules: the command's parsers (``mspca --help``)
+#: need none of them, and they pull in Dask, xarray and Zarr.
+_LAZY = {
+    "VcfZarr": ".cohort",
+    "JobConfig": ".config",
+    "SimulateConfig": ".config",
+    "load_config": ".config",
+    "RESULT_NAME": ".dataset",
+    "open_genomics_result": ".dataset",
+    "validate_genomics_dataset": ".dataset",
+    "genotype_input": ".genotypes",
+    "JobOutcome": ".job",
+    "job_fingerprint": ".job",
+    "run_job": ".job",
+    "simulate_cohort": ".simulate",
+    "input_fingerprint": ".sources",
+    "open_genotypes": ".sources",
+    "open_vcf_zarr": ".sources",
+}
 
 __all__ = [
     "JobConfig",
@@ -99,3 +123,18 @@ __all__ = [
     "EXIT_INTERRUPTED",
     "EXIT_TERMINATED",
 ]
+
+
+def __getattr__(name: str) -> object:
+    import importlib
+
+    where = _LAZY.get(name)
+    if where is None:
+        raise AttributeError(f"module 'mspca_dask.genomics' has no attribute {name!r}")
+    value = getattr(importlib.import_module(where, __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

@@ -1,4 +1,8 @@
-"""The genomics command: argparse, logging, SIGTERM, exit status."""
+"""The genomics command: argparse, logging, SIGTERM, exit status.
+
+The job's modules (config, fit, I/O) are imported by the handlers, not here: ``mspca --help``
+and ``mspca genomics --help`` build these parsers without loading Dask, xarray or Zarr.
+"""
 
 from __future__ import annotations
 
@@ -21,9 +25,6 @@ from ..errors import (
     MSPCAError,
     exit_code,
 )
-from .config import load_config
-from .job import _existing_fingerprint, job_fingerprint, run_job
-from .sources import input_fingerprint
 
 logger = logging.getLogger("mspca.genomics")
 
@@ -168,6 +169,9 @@ def _guarded(fn: Any, args: argparse.Namespace) -> int:
 
 def _cmd_run(args: argparse.Namespace) -> int:
     def go(a: argparse.Namespace) -> int:
+        from .config import load_config
+        from .job import run_job
+
         cfg = load_config(a.config)
         outcome = run_job(cfg, overwrite=True if a.overwrite else None)
         print(f"{outcome.status}: {outcome.output_dir}")
@@ -178,6 +182,10 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
 def _cmd_check(args: argparse.Namespace) -> int:
     def go(a: argparse.Namespace) -> int:
+        from .config import load_config
+        from .job import _existing_fingerprint, job_fingerprint
+        from .sources import input_fingerprint
+
         cfg = load_config(a.config)
         if cfg.simulate is not None and not Path(cfg.store).exists():
             print(f"would simulate {cfg.store} and compute {cfg.output_dir}")
