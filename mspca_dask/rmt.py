@@ -44,6 +44,7 @@ __all__ = [
     "spike_inverse",
     "is_detectable",
     "eigenvector_alignment",
+    "score_shrinkage",
     "tracy_widom_scale",
     "tracy_widom_sf",
     "knockoff_strength",
@@ -233,6 +234,68 @@ def eigenvector_alignment(strength: ArrayLike, c: float) -> NDArray[np.float64]:
     with np.errstate(divide="ignore", invalid="ignore"):
         a = (1 - c / ell**2) / (1 + c / ell)
     return np.where(ell > np.sqrt(c), a, 0.0)
+
+
+def score_shrinkage(
+    eigenvalue: ArrayLike, c: float, noise_variance: float = 1.0
+) -> NDArray[np.float64]:
+    """Expected ratio ``ρ`` of a new sample's score scale to the fitted samples' on a PC.
+
+    A sample that took no part in the fit has, on a sample eigenvector ``û`` of a spike of
+    strength ``ℓ``, the score variance ``ûᵀΣû = σ²(1 + ℓ a²)`` with ``a² = ⟨û, u⟩²``
+    (:func:`eigenvector_alignment`), where the fitted samples' scores have variance
+    ``λ = σ² g(ℓ)`` (:func:`spike_forward`).  The ratio of the two scales is
+
+        ρ = √((1 + ℓ a²) / g(ℓ)) = ℓ / (ℓ + c) = σ² (1 + ℓ) / λ,
+
+    with ``ℓ = g⁻¹(λ / σ²)`` (:func:`spike_inverse`): the population eigenvalue over the
+    sample eigenvalue.  Dividing new samples' scores by ``ρ`` puts them on the fitted
+    samples' scale.  At or below the Marchenko–Pastur edge ``û`` is a random direction for a
+    new sample, whose score variance is then ``σ²``: ``ρ = √(σ² / λ)`` (at most 1), which
+    meets ``ℓ / (ℓ + c)`` at the edge (``1 / (1 + √c)``).
+
+    Parameters
+    ----------
+    eigenvalue : (K,) array_like of float
+        Sample eigenvalues of ``XᵀX / n`` on the data scale.
+    c : float
+        Aspect ratio ``d / n`` of the fit.
+    noise_variance : float
+        Bulk variance ``σ²``.
+
+    Returns
+    -------
+    rho : (K,) ndarray of float, in ``(0, 1]``
+
+    Notes
+    -----
+    Lee, Zou & Wright (2010): the asymptotic shrinkage factor of predicted PC scores is ``ρ_k = (λ_k − 1) / (λ_k + γ − 1)`` for a population eigenvalue
+    ``λ_k = 1 + ℓ`` (unit noise) and ``γ = d / n``; ``hdpca::pc_adjust`` (Dey & Lee 2019)
+    divides predicted scores by it.
+
+    References
+    ----------
+    Lee, S., Zou, F. & Wright, F. A. (2010).  Convergence and prediction of principal
+    component scores in high-dimensional settings.  Ann. Statist. 38(6), 3605–3629.
+    Dey, R. & Lee, S. (2019).  Asymptotic properties of principal component analysis and
+    shrinkage-bias adjustment under the generalized spiked population model.  J. Multivariate
+    Anal.
+
+    Examples
+    --------
+    >>> float(score_shrinkage(4.5, 1.0))  # ℓ = 2: ρ = 2 / (2 + 1)
+    0.6666666666666666
+    >>> float(score_shrinkage(4.0, 1.0))  # the edge: 1 / (1 + √c)
+    0.5
+    """
+    _check_c(c)
+    lam = np.asarray(eigenvalue, dtype=float)
+    if np.any(lam <= 0) or noise_variance <= 0:
+        raise ValueError("eigenvalues and the noise variance must be > 0")
+    ell = spike_inverse(lam, c, noise_variance)
+    spike = ell / (ell + c)
+    bulk = np.minimum(np.sqrt(noise_variance / lam), 1.0)
+    return np.where(is_detectable(lam, c, noise_variance), spike, bulk)
 
 
 def tracy_widom_scale(n_samples: int, n_features: int, noise_variance: float = 1.0) -> float:

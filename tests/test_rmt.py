@@ -172,3 +172,36 @@ def test_tracy_widom_sf__does_not_understate_how_often_the_largest_bulk_eigenval
     # and it is not vacuous: most of the mass is where the law puts it
     assert np.mean(units > -2.0) > 0.5 * float(rmt.tracy_widom_sf(-2.0))
     assert rmt.tracy_widom_sf(4.0) < 1e-3
+
+
+@given(c=aspect, s2=noise, mult=strength_above)
+def test_score_shrinkage__is_population_over_sample_eigenvalue_and_continuous_at_edge(
+    c, s2, mult
+):
+    ell = mult * np.sqrt(c)
+    lam = float(rmt.spike_forward(ell, c, s2))
+    rho = float(rmt.score_shrinkage(lam, c, s2))
+    assert rho == pytest.approx(s2 * (1 + ell) / lam, rel=1e-9)
+    a2 = float(rmt.eigenvector_alignment(ell, c))
+    assert rho == pytest.approx(np.sqrt((1 + ell * a2) * s2 / lam), rel=1e-6)
+    edge = rmt.mp_edges(c, s2)[1]
+    at_edge = float(rmt.score_shrinkage(edge * (1 + 1e-9), c, s2))
+    assert at_edge == pytest.approx(1 / (1 + np.sqrt(c)), rel=1e-3)
+    assert float(rmt.score_shrinkage(edge, c, s2)) == pytest.approx(at_edge, rel=1e-3)
+
+
+def test_score_shrinkage__predicts_held_out_over_fitted_score_scale():
+    # n = 200 fitted and 400 new samples, d = 2000 (c = 10), one spike ℓ = 20: the new
+    # samples' scores on the sample eigenvector spread ρ = 20 / 30 as much as the fitted.
+    n, d, ell = 200, 2000, 20.0
+    rng = np.random.default_rng(0)
+    scale = np.ones(d)
+    scale[0] = np.sqrt(1 + ell)
+    Z, new = rng.standard_normal((n, d)) * scale, rng.standard_normal((400, d)) * scale
+    lam, vecs = np.linalg.eigh(Z @ Z.T / n)
+    u = Z.T @ vecs[:, -1]
+    u /= np.linalg.norm(u)
+    ratio = np.std(new @ u) / np.sqrt(lam[-1])
+    rho = float(rmt.score_shrinkage(lam[-1], d / n))
+    assert rho == pytest.approx(ell / (ell + d / n), rel=0.05)
+    assert ratio == pytest.approx(rho, rel=0.08)
