@@ -269,9 +269,10 @@ def score_shrinkage(
 
     Notes
     -----
-    Lee, Zou & Wright (2010): the asymptotic shrinkage factor of predicted PC scores is ``ρ_k = (λ_k − 1) / (λ_k + γ − 1)`` for a population eigenvalue
-    ``λ_k = 1 + ℓ`` (unit noise) and ``γ = d / n``; ``hdpca::pc_adjust`` (Dey & Lee 2019)
-    divides predicted scores by it.
+    Lee, Zou & Wright (2010): the asymptotic shrinkage factor of predicted PC scores is
+    ``ρ_k = (λ_k − 1) / (λ_k + γ − 1)`` for a population eigenvalue ``λ_k = 1 + ℓ`` (unit
+    noise) and ``γ = d / n``; ``hdpca::pc_adjust`` (Dey & Lee 2019) divides predicted scores
+    by it.
 
     References
     ----------

@@ -175,9 +175,7 @@ def test_tracy_widom_sf__does_not_understate_how_often_the_largest_bulk_eigenval
 
 
 @given(c=aspect, s2=noise, mult=strength_above)
-def test_score_shrinkage__is_population_over_sample_eigenvalue_and_continuous_at_edge(
-    c, s2, mult
-):
+def test_score_shrinkage__is_population_over_sample_eigenvalue_and_continuous_at_edge(c, s2, mult):
     ell = mult * np.sqrt(c)
     lam = float(rmt.spike_forward(ell, c, s2))
     rho = float(rmt.score_shrinkage(lam, c, s2))
