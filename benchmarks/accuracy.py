@@ -274,13 +274,13 @@ def beyond_plan(quick: bool) -> list[tuple[str, str, object]]:
                 noise_variance=0.5,
             ),
         ),
-        # held out by the third session (fixed before its diagnosis and tuning; run once)
+        # held out (fixed before the diagnosis and tuning it checks; run once)
         (
             "H4 2 equal clusters 8 % + cov spike, d=700, n=1400, noise variance 1.5",
             "held out",
             mk(1400, 700, **two_equal_and_a_spike),
         ),
-        # held out by the session that refits the 1-D tests on every score at large n (fixed
+        # held out from the change that refits the 1-D tests on every score at large n (fixed
         # before its first run; run once): large n with no reference, heavy tails, sigma^2 != 1
         (
             "H5 no contamination, student-t df=5, 2 cov spikes, n=50000, d=500",
@@ -305,7 +305,7 @@ def beyond_plan(quick: bool) -> list[tuple[str, str, object]]:
                 noise_variance=2.0,
             ),
         ),
-        # held out by the session that compares a reference fit's own groups with the
+        # held out from the change that compares a reference fit's own groups with the
         # reference (fixed after that rule was designed on genotype cohorts, before these
         # rows' first run; run once): every other inlier is the reference, its mean the centre
         (
@@ -548,7 +548,7 @@ def beyond_plan(quick: bool) -> list[tuple[str, str, object]]:
                 )
             ),
         ),
-        # held out by the twelfth session (fixed and committed before their first run; run
+        # held out (fixed and committed before their first run; run
         # once): every covariance spike skewed (each sample's factor along it a standardised
         # Exp(1), skewness 2), as genotype PCs often are; the issue's "skewed covariance PC +
         # 30 % cluster" among them.  Nothing in the location rule or the verdicts was designed
@@ -606,7 +606,7 @@ def beyond_plan(quick: bool) -> list[tuple[str, str, object]]:
                 )
             ),
         ),
-        # held out by the same session after S1-S3 failed (fixed and committed before any
+        # held out after S1-S3 failed (fixed and committed before any
         # change for them; run once): spikes with a standardised chi-square(1) factor, skewness
         # 2.8, beyond an exponential factor's
         (
@@ -643,7 +643,7 @@ def beyond_plan(quick: bool) -> list[tuple[str, str, object]]:
                 spike_distribution="chi2",
             ),
         ),
-        # held out by the session that confirms density groups and reassigns the groups'
+        # held out from the change that confirms density groups and reassigns the groups'
         # members in all score columns (tuned on S6-S8; these fixed and committed before
         # their first run; run once): more clusters, d > n, sigma^2 != 1, both skewed shapes
         (
@@ -691,7 +691,7 @@ def beyond_plan(quick: bool) -> list[tuple[str, str, object]]:
                 spike_distribution="chi2",
             ),
         ),
-        # held out by the session that works on pairs mixing a skewed covariance spike with
+        # held out from the changes to pairs mixing a skewed covariance spike with
         # clusters (fixed and committed before any change and before their first run; run
         # once at the end): a cluster near the spike's size, four clusters, no contamination
         # with t noise and sigma^2 != 1
@@ -735,7 +735,7 @@ def beyond_plan(quick: bool) -> list[tuple[str, str, object]]:
                 spike_distribution="exponential",
             ),
         ),
-        # held out by the session that raises the evidence a group needs along its own
+        # held out from the change that raises the evidence a group needs along its own
         # displacement (fixed and committed before that change and before their first run;
         # run once at the end): a small cluster, a large one beside a chi-square(1) spike
         # (tail groups), two small clusters among two chi-square(1) spikes
@@ -769,7 +769,7 @@ def beyond_plan(quick: bool) -> list[tuple[str, str, object]]:
                 spike_distribution="chi2",
             ),
         ),
-        # held out by the session that makes a pair between the bulk edge and the candidate
+        # held out from the change that makes a pair between the bulk edge and the candidate
         # line a candidate when its scores are skewed (fixed and committed before their first
         # run; run once): skewed spikes at 1.6 sqrt(c), whose eigenvalues land between the
         # edge and the line in a good share of trials, with and without clusters, and a
@@ -822,7 +822,7 @@ def beyond_plan(quick: bool) -> list[tuple[str, str, object]]:
                 df=5,
             ),
         ),
-        # held out by the seventeenth session (fixed and committed before the reference's
+        # held out (fixed and committed before the reference's
         # mixed rule was reconsidered on R16 trial 9: a covariance spike spread over three
         # pairs, each mixed with a cluster; run once after it): reference fits whose
         # covariance spikes are as strong as the clusters', and one with none.  R20's first
