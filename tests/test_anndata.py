@@ -35,6 +35,7 @@ N, D, K = 300, 200, 4
 ZARR_NOTICES = (
     "Writing zarr v2 data will no longer be the default",
     "zarr v3 autosharding will be the default",
+    "Automatic shard shape inference is experimental",
     "Consolidated metadata is currently not part in the Zarr format 3 specification",
 )
 
@@ -107,12 +108,13 @@ def _write_zarr(adata: ad.AnnData, path: object, fmt: int) -> None:
     """``adata.write_zarr`` in format ``fmt`` (v3 sharded, anndata's next default).
 
     Ignored: anndata's and zarr's notices about their defaults to come (v2 no longer the
-    default, sharding to become it, consolidated metadata outside the v3 specification);
-    the format is chosen here on purpose.
+    default, sharding to become it and its shard shapes, consolidated metadata outside the
+    v3 specification); the format is chosen here on purpose.
     """
-    settings: dict[str, object] = {"zarr_write_format": fmt}
-    if fmt == 3 and hasattr(ad.settings, "auto_shard_zarr_v3"):
-        settings["auto_shard_zarr_v3"] = True
+    settings: dict[str, object] = {}
+    if hasattr(ad.settings, "auto_shard_zarr_v3"):  # first: v2 refuses sharding on
+        settings["auto_shard_zarr_v3"] = fmt == 3
+    settings["zarr_write_format"] = fmt
     with ad.settings.override(**settings), warnings.catch_warnings():
         for notice in ZARR_NOTICES:
             warnings.filterwarnings("ignore", notice, UserWarning)
