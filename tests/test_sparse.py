@@ -85,6 +85,13 @@ def test_fit__dask_array_of_sparse_chunks_matches_dense_chunks(X, chunks, fmt):
     assert_same_fit(_fit(_sparse_dask(X, chunks, fmt)), _fit(da.from_array(X, chunks=chunks)))
 
 
+def test_fit__dask_array_of_pydata_sparse_chunks_matches_dense(X):
+    sparse = pytest.importorskip("sparse")
+    chunks = ((100, 100, 100), (D,))
+    coo = da.from_array(sparse.COO.from_numpy(X), chunks=chunks, asarray=False)
+    assert_same_fit(_fit(coo), _fit(da.from_array(X, chunks=chunks)))
+
+
 def test_fit__randomized_solver_on_sparse_float32_matches_dense(X):
     X32 = X.astype(np.float32)
     chunks = ((100, 100, 100), (D,))
