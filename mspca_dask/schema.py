@@ -505,6 +505,35 @@ GENOMICS_VARIABLES: dict[str, VariableSpec] = {
         False,
         "Share of the total variance (total_variance) of each eigenpair: eigenvalue / total.",
     ),
+    "ld_top_share": VariableSpec(
+        ("component",),
+        "f",
+        False,
+        "LD diagnostic: share of the PC's ld_top_variants largest |loadings| that lie in its "
+        "densest window of ld_window_bp base pairs of one contig.",
+    ),
+    "ld_background_share": VariableSpec(
+        ("component",),
+        "f",
+        False,
+        "Share of all analysed variants in that window (what diffuse loadings would put there).",
+    ),
+    "ld_window_contig": VariableSpec(
+        ("component",), STRING_KINDS, False, "Contig of the PC's densest window."
+    ),
+    "ld_window_start": VariableSpec(
+        ("component",), "iu", False, "Position of the first top variant in that window."
+    ),
+    "ld_window_end": VariableSpec(
+        ("component",), "iu", False, "Position of the last top variant in that window."
+    ),
+    "ld_region_warning": VariableSpec(
+        ("component",),
+        "b",
+        False,
+        "True where the PC looks driven by one region: ld_top_share >= 0.5 and >= 5 times "
+        "ld_background_share (mspca_dask.genomics.ld).",
+    ),
 }
 
 #: Every attribute of the output Dataset: name → (kind, required, meaning).
@@ -549,6 +578,13 @@ GENOMICS_ATTRS: dict[str, AttrSpec] = {
     "centring_note": AttrSpec("str", True, "Why the frequencies come from a reference set."),
     "centring_comparison": AttrSpec(
         "str", False, "The fit with all-sample centring, JSON (report)."
+    ),
+    "ld_top_variants": AttrSpec(
+        "int", False, "Largest |loadings| per PC counted by the LD diagnostic."
+    ),
+    "ld_window_bp": AttrSpec("int", False, "Window length of the LD diagnostic (base pairs)."),
+    "model_fit_warning": AttrSpec(
+        "str", False, "The fit's ModelFitWarning(s), one per line (the log carries them too)."
     ),
 }
 

@@ -2,6 +2,8 @@
 
 ``simulate`` makes a stdpopsim cohort as VCF Zarr (bio2zarr's tskit2zarr) and ``write_job``
 the config file of a job on it; the genomics test modules share both.
+``balding_nichols`` draws unlinked populations (and, on request, one block of variants in
+strong LD) in the same layout, for tests that need many variants per sample quickly;
 ``fileset_arrays`` reads the biallelic sites of a VCF Zarr store (as bio2zarr wrote it);
 ``write_bed`` writes them, or a subset of samples / variants, as a PLINK 1 fileset with the
 ALT allele as A1 (the counted allele), the orientation bio2zarr's ``plink2zarr`` reads back.
@@ -77,6 +79,65 @@ def fileset_arrays(store: str) -> dict[str, Any]:
     }
 
 
+def balding_nichols(
+    populations: dict[str, int],
+    n_variants: int,
+    *,
+    fst: float,
+    seed: int,
+    contig_bp: int = 15_000_000,
+    n_contigs: int = 2,
+    ld_block: int = 0,
+    ld_block_bp: int = 400_000,
+) -> dict[str, Any]:
+    """Unlinked variants of populations drawn from one ancestral frequency (Balding-Nichols).
+
+    Ancestral frequencies are uniform on [0.1, 0.9]; each population's frequency is
+    ``Beta(p (1 - F) / F, (1 - p) (1 - F) / F)`` with ``F = fst``; genotypes are binomial.
+    Variants sit evenly on ``n_contigs`` contigs named ``"1"``, ``"2"``... of ``contig_bp``.
+    ``ld_block > 0`` adds that many variants within ``ld_block_bp`` at 5 Mb of contig 1 that
+    all tag one haplotype (frequency 0.3; each allele differs from it with chance 0.02): a
+    block in strong linkage disequilibrium, like an inversion.
+
+    Returns the layout of :func:`fileset_arrays` with ``contig`` and ``populations`` added.
+    """
+    rng = np.random.default_rng(seed)
+    p = rng.uniform(0.1, 0.9, n_variants)
+    a, b = p * (1 - fst) / fst, (1 - p) * (1 - fst) / fst
+    blocks, labels = [], []
+    for name, count in populations.items():
+        freq = rng.beta(a, b)
+        blocks.append(rng.binomial(2, freq, (count, n_variants)))
+        labels += [name] * count
+    g = np.vstack(blocks).T.astype(np.float32)  # (variants, samples)
+    n = g.shape[1]
+    per = -(-n_variants // n_contigs)
+    contig = np.repeat([str(i + 1) for i in range(n_contigs)], per)[:n_variants]
+    position = (np.arange(n_variants) % per) * (contig_bp // per) + 1
+    if ld_block:
+        hap = rng.random((2, n)) < 0.3
+        flips = rng.random((ld_block, 2, n)) < 0.02
+        g = np.vstack([g, (hap[None] ^ flips).sum(axis=1).astype(np.float32)])
+        contig = np.concatenate([contig, np.full(ld_block, "1")])
+        step = ld_block_bp // ld_block
+        position = np.concatenate([position, 5_000_000 + 7 + step * np.arange(ld_block)])
+        order = np.lexsort((position, contig))
+        g, contig, position = g[order], contig[order], position[order]
+    V = g.shape[0]
+    alleles = np.array(["A", "C", "G", "T"])
+    ref = alleles[rng.integers(0, 4, V)]
+    alt = alleles[(np.searchsorted(alleles, ref) + rng.integers(1, 4, V)) % 4]
+    return {
+        "dosage": g,
+        "position": position.astype(np.int64),
+        "contig": contig,
+        "ref": ref,
+        "alt": alt,
+        "sample_id": np.array([f"{lab}_{i:04d}" for i, lab in enumerate(labels)]),
+        "populations": np.array(labels),
+    }
+
+
 def add_qc_cases(a: dict[str, Any]) -> dict[str, Any]:
     """Append the QC cases real data have: an all-het variant, a variant called in one
     sample, an ALT allele 'N', and a second record at an existing position."""
@@ -140,7 +201,7 @@ def write_bed(
             "iid": ids,
             "fid": np.asarray([family_prefix + i for i in ids]),
             "sid": np.asarray([f"v{i}" for i in v]),
-            "chromosome": np.full(len(v), "22"),
+            "chromosome": a["contig"][v] if "contig" in a else np.full(len(v), "22"),
             "bp_position": a["position"][v],
             "allele_1": alt,  # A1, the counted allele, is the ALT
             "allele_2": ref,

@@ -40,6 +40,8 @@ class Analysis:
     #: ``tr(ZᵀZ) / n`` of the centred, standardised genotypes Z the fit decomposed: the sum
     #: of all their eigenvalues (:func:`total_variance`)
     total_variance: float = float("nan")
+    #: the fit's ModelFitWarning messages (logged; the report shows them)
+    fit_warnings: tuple[str, ...] = ()
 
     @property
     def variance_explained(self) -> np.ndarray:
@@ -92,8 +94,8 @@ def total_variance(
 
 def _fit(
     X: da.Array, cfg: JobConfig, location: Any, scheduler: Any, reference: np.ndarray | None
-) -> MSPCAResult:
-    """MS-PCA of the standardised genotypes, the fit's ModelFitWarning logged.
+) -> tuple[MSPCAResult, tuple[str, ...]]:
+    """MS-PCA of the standardised genotypes, and the fit's ModelFitWarning messages (logged).
 
     A knockoff's own spike can push the K-th eigenpair out of that knockoff's top K; the core
     computes ``K + 2`` eigenpairs of every knockoff spectrum for that (``KNOCKOFF_EXTRA`` in
@@ -122,12 +124,14 @@ def _fit(
             **cfg.fit_options,
             scheduler=scheduler,
         )
+    messages = []
     for w in caught:
         if issubclass(w.category, ModelFitWarning):
-            logger.warning("model fit: %s", " ".join(str(w.message).split()))
+            messages.append(" ".join(str(w.message).split()))
+            logger.warning("model fit: %s", messages[-1])
         else:
             warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
-    return res
+    return res, tuple(messages)
 
 
 def analyse(
@@ -212,7 +216,7 @@ def _analyse(
         cfg.n_components,
         cfg.reference_mode,
     )
-    res = _fit(X, cfg, location, scheduler, qc.kept_reference)
+    res, fit_warnings = _fit(X, cfg, location, scheduler, qc.kept_reference)
     logger.info(
         "fit: solver %s, %d passes over the %s",
         res.params.get("solver"),
@@ -225,7 +229,7 @@ def _analyse(
     comparison = None
     if cfg.compare_all_sample_centring:
         X_all = standardize(P * p_all, scale)
-        cres = _fit(X_all, cfg, None, scheduler, None)
+        cres, _ = _fit(X_all, cfg, None, scheduler, None)
         comparison = {
             "description": "the same data centred by the all-sample allele frequencies",
             "result": cres,
@@ -238,4 +242,12 @@ def _analyse(
     total = getattr(res, "total_variance", None)
     if total is None:
         total = total_variance(stats, kv, centre_p, p_all if qc.reference is None else p_ref, scale)
-    return Analysis(res, centre_p, scale, comparison, imputed, total_variance=float(total))
+    return Analysis(
+        res,
+        centre_p,
+        scale,
+        comparison,
+        imputed,
+        total_variance=float(total),
+        fit_warnings=fit_warnings,
+    )

@@ -20,6 +20,7 @@ from ..schema import GENOMICS_SCHEMA, GENOMICS_SCHEMA_VERSION, GENOMICS_VARIABLE
 from .analysis import Analysis
 from .cohort import VcfZarr
 from .config import JobConfig
+from .ld import describe, region_diagnostic, warning_line
 from .qc import QCResult
 
 if TYPE_CHECKING:
@@ -65,6 +66,33 @@ def _centring_this_run(a: Mapping[str, Any]) -> str:
         f" With all-sample centring instead, PC1 of this run went from "
         f"{c['eigenvalue'][0]:.6g} to {c['knockoff_eigenvalue'][0]:.6g} under the knockoffs "
         f"(median; judged {c['verdict'][0]!r})."
+    )
+
+
+def ld_lines(ds: xr.Dataset) -> tuple[list[str], list[str]]:
+    """The LD diagnostic of a result in words: one line per PC, and the warnings.
+
+    Both empty for a result written before the diagnostic was stored.
+    """
+    if "ld_top_share" not in ds:
+        return [], []
+    lines, warnings = [], []
+    n_top, window = int(ds.attrs["ld_top_variants"]), int(ds.attrs["ld_window_bp"])
+    for k, pc in enumerate(pc_names(ds.sizes["component"])):
+        share = float(ds["ld_top_share"].values[k])
+        background = float(ds["ld_background_share"].values[k])
+        region = ld_region(ds, k)
+        lines.append(describe(pc, share, background, region, n_top, window))
+        if bool(ds["ld_region_warning"].values[k]):
+            warnings.append(warning_line(pc, share, background, region))
+    return lines, warnings
+
+
+def ld_region(ds: xr.Dataset, k: int) -> str:
+    """``contig:start-end`` of PC ``k + 1``'s densest window."""
+    return (
+        f"{ds['ld_window_contig'].values[k]}:{int(ds['ld_window_start'].values[k])}-"
+        f"{int(ds['ld_window_end'].values[k])}"
     )
 
 
@@ -122,6 +150,21 @@ def build_dataset(
         "eigenvector_overlap": (("component",), np.asarray(res.eigenvector_overlap, float)),
         "variance_explained": (("component",), an.variance_explained),
     }
+    ld = region_diagnostic(
+        np.asarray(res.eigenvectors).T,
+        np.asarray(vz.variant_contig).astype(str)[qc.variant_keep],
+        np.asarray(vz.variant_position)[qc.variant_keep],
+    )
+    data.update(
+        {
+            "ld_top_share": (("component",), ld.share),
+            "ld_background_share": (("component",), ld.background),
+            "ld_window_contig": (("component",), str_objects(ld.contig)),
+            "ld_window_start": (("component",), ld.start),
+            "ld_window_end": (("component",), ld.end),
+            "ld_region_warning": (("component",), ld.flagged),
+        }
+    )
     if vz.family_id is not None:
         data["sample_family_id"] = (("samples",), str_objects(vz.family_id))
     if labels is not None:
@@ -166,7 +209,11 @@ def build_dataset(
         "n_passes_detail": _passes_detail(n_passes, an),
         "axes": AXES_NOTE,
         "centring_note": CENTRING_NOTE,
+        "ld_top_variants": int(ld.n_top),
+        "ld_window_bp": int(ld.window_bp),
     }
+    if an.fit_warnings:
+        attrs["model_fit_warning"] = "\n".join(an.fit_warnings)
     if an.comparison is not None:
         c = an.comparison["result"]
         attrs["centring_comparison"] = json.dumps(

@@ -36,6 +36,7 @@ from .dataset import (
     RESULT_NAME,
     _centring_this_run,
     build_dataset,
+    ld_lines,
     pc_names,
 )
 from .plink_out import PLINK2_FILES, SCORE_COMMAND, write_plink2_files
@@ -333,6 +334,11 @@ def _compute(
         timings=timings,
         n_passes=n_passes,
     )
+    lines, warnings = ld_lines(ds)
+    for line in lines:
+        logger.info("LD diagnostic, %s", line)
+    for line in warnings:
+        logger.warning("LD diagnostic: %s", line)
     return ds, an, passes
 
 
@@ -372,12 +378,21 @@ def _write_outputs(ds: xr.Dataset, an: Analysis, directory: Path, cfg: JobConfig
     result last."""
     a = ds.attrs
     K = ds.sizes["component"]
+    lines, warnings = ld_lines(ds)
+    ld_text = (
+        "LD diagnostic (is a PC one region's haplotypes?)\n"
+        + "".join(f"  {line}\n" for line in lines)
+        + "".join(f"  WARNING: {line}\n" for line in warnings)
+        + "\n"
+        if lines
+        else ""
+    )
     (directory / "summary.txt").write_text(
         f"{CENTRING_NOTE}\n\n{_centring_this_run(a)}\n{AXES_NOTE}\n\n"
         f"passes over the genotypes: {a['n_passes']} ({a['n_passes_detail']}); the MS-PCA "
         f"summary below counts the fit's own {an.result.n_passes}\n\n"
         f"total variance {a['total_variance']:.6g} (the sum of all eigenvalues); variance: "
-        f"each PC's share of it\n{pc_table(ds)}\n\n"
+        f"each PC's share of it\n{pc_table(ds)}\n\n{ld_text}"
         f"PLINK 2: pca.eigenvec, pca.eigenval; scores of other samples by\n"
         f"  {SCORE_COMMAND.format(last=5 + K)}\n\n"
         f"The MS-PCA fit (its # column counts from 0: # 0 is PC1)\n{an.result.summary()}\n"
