@@ -71,7 +71,7 @@ def split(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
 
 def test_project__fitted_samples_get_their_own_scores(split: dict[str, Any]) -> None:
     ds = gx.open_genomics_result(split["fit_train"])
-    proj = project(ds, split["root"] / "train.bed")
+    proj = project(ds, split["root"] / "train.bed", method="plain")
     assert json.loads(proj.attrs["match_counts"])["missing"] == 0
     # The job's passes standardise the int8 calls in float32 (partials summed in float64);
     # projection works in float64: they agree to float32 rounding of the score scale.
@@ -192,7 +192,8 @@ def test_cli_project__writes_a_flashpca_style_tsv_and_never_overwrites(
     env = {"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"}
     done = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=tmp_path)
     assert done.returncode == 0, done.stderr
-    lines = out.read_text().splitlines()
+    comment, *lines = out.read_text().splitlines()
+    assert comment.startswith("# mspca genomics project: method=corrected; shrinkage factors")
     assert lines[0].split("\t") == ["FID", "IID", "PC1", "PC2", "PC3", "PC4"]
     assert len(lines) == 1 + split["new"].size
     ids = split["arrays"]["sample_id"][split["new"]]

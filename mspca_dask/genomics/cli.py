@@ -78,8 +78,11 @@ def _add_subcommands(sub: Any) -> None:
         description="Score the samples of NEW_STORE (VCF Zarr or PLINK fileset) on every "
         "component of RESULT with the stored centre frequencies, scales and loadings; "
         "variants matched by contig, position and alleles (swaps and strand flips handled, "
-        "unmatched ones imputed at the centre). Writes SCORES atomically: a TSV "
-        "(FID IID PC1..PCK, as FlashPCA2 --project) or, for a .zarr path, a Zarr Dataset.",
+        "unmatched ones imputed at the centre). New samples' scores are divided by each PC's "
+        "shrinkage factor (Lee, Zou & Wright 2010), which puts them on the fitted samples' "
+        "scale, unless --method plain. Writes SCORES atomically: a TSV (a '#' line with the "
+        "method and factors, then FID IID PC1..PCK, as FlashPCA2 --project) or, for a .zarr "
+        "path, a Zarr Dataset.",
     )
     p.add_argument("result", metavar="RESULT", help="job output directory or its result.zarr")
     p.add_argument("new_store", metavar="NEW_STORE", help="VCF Zarr store or PLINK .bed/prefix")
@@ -89,6 +92,13 @@ def _add_subcommands(sub: Any) -> None:
         "--drop-ambiguous",
         action="store_true",
         help="treat strand-ambiguous SNPs (A/T, C/G) as missing instead of matching as written",
+    )
+    p.add_argument(
+        "--method",
+        choices=("corrected", "plain"),
+        default="corrected",
+        help="corrected (default): scores divided by each PC's shrinkage factor, read off the "
+        "fitted spectrum; plain: the projection as is, pulled towards 0",
     )
     p.add_argument("--quiet", "-q", action="store_true")
     p.set_defaults(genomics_handler=_cmd_project)
@@ -213,12 +223,15 @@ def _cmd_project(args: argparse.Namespace) -> int:
             out=a.out,
             overwrite=a.overwrite,
             ambiguous="drop" if a.drop_ambiguous else "keep",
+            method=a.method,
         )
         verdicts = ", ".join(
             f"PC{k + 1} {v}" for k, v in enumerate(ds["verdict"].values.astype(str))
         )
         print(f"projected {ds.sizes['samples']} samples: {a.out} ({verdicts})")
         print(f"variant matching: {ds.attrs['match_counts']}")
+        factors = " ".join(f"{r:.3g}" for r in ds["shrinkage_factor"].values)
+        print(f"method: {a.method} (shrinkage factors, PC1 first: {factors})")
         return EXIT_OK
 
     return _guarded(go, args)

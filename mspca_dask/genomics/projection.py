@@ -11,6 +11,18 @@ the formula that gave the fitted samples their ``sample_score`` (so projecting t
 samples themselves returns their scores).  New samples play no part in the centre, the scale
 or the loadings, as with ``plink2 --score`` on PCA loadings or FlashPCA2 ``--project``.
 
+Shrinkage
+---------
+With many more variants than samples, those plain scores of new samples are pulled towards 0:
+the fitted samples helped choose the loadings, the new ones did not, and their scores spread
+by a factor ``ρ_k < 1`` as much (Lee, Zou & Wright 2010).  ``method="corrected"`` (the
+default) divides PC k's score by ``ρ_k`` of :func:`mspca_dask.rmt.score_shrinkage`, read off
+the fitted spectrum (eigenvalue, noise variance, ``c = d / n``), as ``hdpca::pc_adjust`` does;
+``method="plain"`` keeps the formula above.  The factors are in the output.  The correction
+does not remove a second, smaller pull: the reference samples set the centre, so new samples
+of the reference population sit off 0 by the centre's own error (about ``d / n_ref`` of the
+squared shift), most visible when the reference set is small.
+
 Variant matching
 ----------------
 Variants are matched by contig and position (by variant id where the position is 0, PLINK's
@@ -27,12 +39,14 @@ Variants are matched by contig and position (by variant id where the position is
 
 Output
 ------
-A TSV (default) in FlashPCA2's ``--project`` layout: a header ``FID  IID  PC1 ... PCK``, one
-row per new sample, tab-separated; FID is the new fileset's ``.fam`` (or ``.psam``) FID, and
+A TSV (default) in FlashPCA2's ``--project`` layout after one ``#`` line that records the
+method and the factors: a header ``FID  IID  PC1 ... PCK``, one row per new sample,
+tab-separated; FID is the new fileset's ``.fam`` (or ``.psam``) FID, and
 the IID again for a VCF Zarr store, which has no family ids.  ``PCk`` is the result's PCk (the
 ``component`` coordinate numbers the PCs from 1; verdicts are in the log and the Zarr output).
 A path ending in ``.zarr`` gets an xarray Dataset (``sample_id``, ``sample_family_id`` for a
-PLINK fileset, ``sample_score``, ``eigenvalue``, ``verdict``, matching counts as attributes).
+PLINK fileset, ``sample_score``, ``eigenvalue``, ``verdict``, ``shrinkage_factor``; the method
+and matching counts as attributes).
 Both are written atomically and never replace an existing file unless ``overwrite``.
 """
 
@@ -52,7 +66,10 @@ import numpy as np
 from ..errors import InputError, ParameterError, ResultExistsError
 from . import preprocess
 
-__all__ = ["project", "match_variants", "VariantMatch"]
+__all__ = ["project", "match_variants", "VariantMatch", "PROJECTION_METHODS", "shrinkage_factors"]
+
+#: ``method`` of :func:`project`: divide by the shrinkage factors, or not.
+PROJECTION_METHODS = ("corrected", "plain")
 
 logger = logging.getLogger("mspca.genomics")
 
@@ -210,6 +227,7 @@ def project(
     ambiguous: str = "keep",
     genotype_variable: str = "auto",
     scheduler: Any = None,
+    method: str = "corrected",
 ) -> Any:
     """Scores of new samples on a genomics result's components.
 
@@ -230,14 +248,19 @@ def project(
         Genotype variable of a VCF Zarr store (as the job's ``[input] genotype_variable``).
     scheduler : optional
         Where the one pass over the new genotypes runs.
+    method : {"corrected", "plain"}
+        ``"corrected"``: PC k's plain score divided by its shrinkage factor ``ρ_k``
+        (:func:`shrinkage_factors`), which puts new samples on the fitted samples' scale;
+        ``"plain"``: ``Σ_v (g_v − P p_v) / s_v · L_vk`` as is.
 
     Returns
     -------
     xarray.Dataset
         ``sample_id (samples)`` (and ``sample_family_id`` from a PLINK fileset),
-        ``sample_score (samples, component)``, ``eigenvalue`` and ``verdict (component)``, the
-        ``component`` coordinate numbering the PCs from 1; attributes ``match_counts`` (JSON of
-        :attr:`VariantMatch.counts`), ``result_input_store``, ``new_store``.
+        ``sample_score (samples, component)``, ``eigenvalue``, ``verdict`` and
+        ``shrinkage_factor (component)``, the ``component`` coordinate numbering the PCs from
+        1; attributes ``method``, ``match_counts`` (JSON of :attr:`VariantMatch.counts`),
+        ``result_input_store``, ``new_store``.
 
     Raises
     ------
@@ -253,6 +276,8 @@ def project(
     from .dataset import open_genomics_result
     from .sources import open_genotypes
 
+    if method not in PROJECTION_METHODS:
+        raise ParameterError(f"method must be one of {list(PROJECTION_METHODS)} (not {method!r})")
     if out is not None and not overwrite and (os.path.lexists(out)):
         raise ResultExistsError(f"{out} exists; pass overwrite=True (--overwrite) to replace it")
     ds = result if isinstance(result, xr.Dataset) else open_genomics_result(result)
@@ -305,6 +330,14 @@ def project(
     L = loadings[m.result_index]
     scores = Executor(scheduler=scheduler).run("projection", {"scores": z @ L})["scores"]
     K = scores.shape[1]
+    rho = shrinkage_factors(ds)
+    if method == "corrected":
+        scores = np.asarray(scores, float) / rho
+    logger.info(
+        "projection: %s scores (shrinkage factors %s)",
+        method,
+        " ".join(f"PC{k + 1} {r:.3g}" for k, r in enumerate(rho)),
+    )
     family: dict[str, Any] = {}
     if vz.family_id is not None:
         family["sample_family_id"] = (("samples",), np.asarray(vz.family_id).astype(str))
@@ -315,6 +348,7 @@ def project(
             "sample_score": (("samples", "component"), np.asarray(scores, float)),
             "eigenvalue": (("component",), np.asarray(ds["eigenvalue"].values, float)),
             "verdict": (("component",), np.asarray(ds["verdict"].values).astype(str)),
+            "shrinkage_factor": (("component",), rho),
         },
         coords={"component": np.arange(1, K + 1)},  # PC numbers, from 1
         attrs={
@@ -323,14 +357,38 @@ def project(
             "result_job_fingerprint": str(ds.attrs.get("job_fingerprint", "")),
             "new_store": os.fspath(new_store),
             "ambiguous": ambiguous,
+            "method": method,
             "description": "Scores of new samples on the result's components: "
             "sum_v (g - P p_v)/s_v L_vk with the result's centre p, scale s and loadings L; "
-            "unmatched variants imputed at the centre.",
+            "unmatched variants imputed at the centre"
+            + (
+                "; divided by shrinkage_factor (Lee, Zou & Wright 2010), which puts them on "
+                "the fitted samples' scale."
+                if method == "corrected"
+                else "; not corrected for shrinkage (shrinkage_factor: by how much they are "
+                "pulled towards 0)."
+            ),
         },
     )
     if out is not None:
         _write(res_ds, Path(out), overwrite)
     return res_ds
+
+
+def shrinkage_factors(ds: Any) -> np.ndarray:
+    """(K,) ``ρ_k``: how much new samples' plain scores on PC k shrink, from the fitted spectrum.
+
+    :func:`mspca_dask.rmt.score_shrinkage` of the result's eigenvalues with its noise variance
+    and aspect ratio ``c = d / n`` (variants over samples analysed): ``ℓ_k / (ℓ_k + c)`` with
+    ``ℓ_k = g⁻¹(λ_k / σ²)`` above the Marchenko–Pastur edge (Lee, Zou & Wright 2010), and
+    ``√(σ² / λ_k)`` at or below it.
+    """
+    from ..rmt import score_shrinkage
+
+    a = ds.attrs
+    c = float(a["n_variants_analysed"]) / float(a["n_samples_analysed"])
+    lam = np.asarray(ds["eigenvalue"].values, float)
+    return np.asarray(score_shrinkage(lam, c, float(a["noise_variance"])), float)
 
 
 def _write(ds: Any, out: Path, overwrite: bool) -> None:
@@ -343,7 +401,12 @@ def _write(ds: Any, out: Path, overwrite: bool) -> None:
     fids = ds["sample_family_id"].values.astype(str) if "sample_family_id" in ds else ids
     scores = ds["sample_score"].values
     header = ["FID", "IID"] + [f"PC{k + 1}" for k in range(scores.shape[1])]
-    lines = ["\t".join(header)]
+    rho = " ".join(f"{v:.6g}" for v in np.asarray(ds["shrinkage_factor"].values, float))
+    lines = [
+        f"# mspca genomics project: method={ds.attrs['method']}; shrinkage factors "
+        f"(PC1 first) {rho}",
+        "\t".join(header),
+    ]
     for fid, sid, row in zip(fids, ids, scores, strict=True):
         lines.append("\t".join([fid, sid, *(f"{v:.10g}" for v in row)]))
     out.parent.mkdir(parents=True, exist_ok=True)
