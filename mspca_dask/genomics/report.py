@@ -17,6 +17,7 @@ import numpy as np
 
 from .analysis import Analysis
 from .dataset import AXES_NOTE, CENTRING_NOTE, _centring_this_run
+from .ld import LD_WARN_ENRICHMENT, LD_WARN_SHARE
 
 if TYPE_CHECKING:
     import xarray as xr
@@ -82,15 +83,18 @@ def _pc_label(ds: xr.Dataset, k: int) -> str:
 
 
 def make_figures(ds: xr.Dataset, an: Analysis | None = None) -> dict[str, Figure]:
-    """The report's figures: spectrum, stable and mean-shift score plots, QC histograms."""
+    """The report's figures: spectrum, sample scores (PC1-PC2, PC3-PC4), variance explained,
+    loadings along the genome with the LD diagnostic, QC histograms."""
     figs: dict[str, Figure] = {}
     inc = np.asarray(ds["sample_included"].values, bool)
     scores = np.asarray(ds["sample_score"].values)[inc]
     labels = None
     if "sample_label" in ds:
         labels = np.asarray(ds["sample_label"].values).astype(str)[inc]
+    label_name = ""
+    if labels is not None:
+        label_name = str(json.loads(ds.attrs["params"]).get("color_by") or "metadata")
     verdict = np.asarray(ds["verdict"].values).astype(str)
-    stable = np.flatnonzero(verdict == "stable")
     shift = np.flatnonzero(verdict == "mean shift")
 
     # Spectrum (and the all-sample-centred comparison when computed).
@@ -127,24 +131,24 @@ def make_figures(ds: xr.Dataset, an: Analysis | None = None) -> dict[str, Figure
         fig.suptitle(title)
         return fig
 
-    if len(stable) >= 2:
-        figs["scores_stable"] = score_fig(
-            [(int(stable[0]), int(stable[1]))], "Top stable (covariance) PCs"
-        )
-    elif len(stable) == 1:
-        figs["scores_stable"] = score_fig(
-            [(int(stable[0]), None)], "The only stable (covariance) PC"
-        )
-    if len(shift):
-        pairs: list[tuple[int, int | None]] = []
-        for k in shift[:2]:
-            other = next((int(j) for j in stable), None)
-            if other is None:
-                other = next((int(j) for j in shift if j != k), None)
-            pairs.append((int(k), other))
+    # PC1-PC2 and PC3-PC4 of every analysed sample, whatever their verdicts: population axes
+    # are often 'mean shift' PCs and must not be left out.
+    K = scores.shape[1]
+    pairs: list[tuple[int, int | None]] = [(a, a + 1) for a in (0, 2) if a + 1 < K]
+    if not pairs:
+        pairs = [(0, None)]
+    title = f"Sample scores, coloured by {label_name}" if label_name else "Sample scores"
+    figs["scores"] = score_fig(pairs, title)
+    # A mean-shift PC beyond PC4 gets its own panel (against PC1).
+    late = [int(k) for k in shift if k >= 4][:2]
+    if late:
         figs["scores_mean_shift"] = score_fig(
-            pairs, "Mean-shift PCs (made by a shifted group of samples)"
+            [(0, k) for k in late], "Mean-shift PCs beyond PC4 (made by a shifted group)"
         )
+
+    figs["variance"] = _variance_figure(ds)
+    if "ld_top_share" in ds:
+        figs["loadings"] = _loadings_figure(ds)
 
     # QC histograms.
     fig = _figure(figsize=(12.8, 3.6))
@@ -181,6 +185,86 @@ def make_figures(ds: xr.Dataset, an: Analysis | None = None) -> dict[str, Figure
     fig.suptitle("QC")
     figs["qc"] = fig
     return figs
+
+
+_VERDICT_COLOURS = {"stable": "tab:blue", "mean shift": "tab:red", "bulk": "0.6"}
+
+
+def _variance_figure(ds: xr.Dataset) -> Figure:
+    """Each PC's share of the total variance, coloured by verdict."""
+    K = ds.sizes["component"]
+    share = (
+        100.0 * np.asarray(ds["variance_explained"].values, float)
+        if "variance_explained" in ds
+        else np.full(K, np.nan)
+    )
+    verdict = np.asarray(ds["verdict"].values).astype(str)
+    fig = _figure(figsize=(max(4.8, 0.5 * K + 2.5), 3.4))
+    ax = fig.subplots()
+    x = np.arange(1, K + 1)
+    for v, colour in _VERDICT_COLOURS.items():
+        m = verdict == v
+        if m.any():
+            ax.bar(x[m], share[m], color=colour, label=v)
+    ax.set_xticks(x, [f"PC{k}" for k in x], rotation=90 if K > 12 else 0)
+    ax.set_ylabel("variance explained (%)")
+    ax.legend(fontsize="small")
+    ax.set_title("Variance explained per PC")
+    return fig
+
+
+def _genome_axis(contig: np.ndarray, position: np.ndarray) -> tuple[np.ndarray, list[Any]]:
+    """Positions laid end to end over the contigs (in order of appearance), and the ticks."""
+    x = np.zeros(position.size)
+    ticks = []
+    offset = 0.0
+    for c in dict.fromkeys(contig.tolist()):
+        m = contig == c
+        x[m] = offset + position[m]
+        top = float(position[m].max())
+        ticks.append((offset + top / 2, c, offset))
+        offset += top * 1.02 + 1
+    return x, ticks
+
+
+def _loadings_figure(ds: xr.Dataset) -> Figure:
+    """|loading| of every analysed variant along the genome, one panel per PC, the densest
+    window of its top loadings shaded (red when the PC is flagged as one region's)."""
+    from .dataset import ld_region
+
+    inc = np.asarray(ds["variant_included"].values, bool)
+    contig = np.asarray(ds["variant_contig"].values).astype(str)[inc]
+    position = np.asarray(ds["variant_position"].values, float)[inc]
+    L = np.abs(np.asarray(ds["variant_loading"].values, float)[inc])
+    x, ticks = _genome_axis(contig, position)
+    offsets = {c: off for _, c, off in ticks}
+    colour = np.zeros(x.size, int)
+    for i, (_, c, _) in enumerate(ticks):
+        colour[contig == c] = i % 2
+    K = ds.sizes["component"]
+    fig = _figure(figsize=(12.8, 1.7 * K + 0.6))
+    axes = fig.subplots(K, 1, sharex=True, squeeze=False)[:, 0]
+    for k, ax in enumerate(axes):
+        for j, tone in enumerate(("tab:blue", "tab:gray")):
+            m = colour == j
+            ax.plot(x[m], L[m, k], markersize=1.6, alpha=0.6, color=tone, **_POINTS)
+        flagged = bool(ds["ld_region_warning"].values[k])
+        c = str(ds["ld_window_contig"].values[k])
+        lo = offsets.get(c, 0.0) + float(ds["ld_window_start"].values[k])
+        hi = offsets.get(c, 0.0) + float(ds["ld_window_end"].values[k])
+        ax.axvspan(lo, max(hi, lo + 1), color="tab:red" if flagged else "tab:orange", alpha=0.3)
+        share = 100.0 * float(ds["ld_top_share"].values[k])
+        ax.set_title(
+            f"PC{k + 1}: {share:.0f}% of its top {ds.attrs['ld_top_variants']} |loadings| in "
+            f"{ld_region(ds, k)}" + (" - driven by one region?" if flagged else ""),
+            fontsize="small",
+            loc="left",
+            color="tab:red" if flagged else "black",
+        )
+        ax.set_ylabel("|loading|", fontsize="small")
+    axes[-1].set_xticks([t for t, _, _ in ticks], [c for _, c, _ in ticks])
+    axes[-1].set_xlabel("contig (positions laid end to end)")
+    return fig
 
 
 def _group_table(ds: xr.Dataset) -> list[tuple[str, list[tuple[str, int, float, float]]]]:
@@ -225,9 +309,16 @@ TEMPLATE = "templates/report.html"
 _CAPTIONS = {
     "spectrum": "Eigenvalues (filled), where the knockoffs moved them (hollow), and the "
     "Marchenko-Pastur bulk edge (dashed). Mean-shift spikes move; covariance spikes stay.",
-    "scores_stable": "Top stable PCs: covariance structure of the reference-like samples.",
-    "scores_mean_shift": "Mean-shift PCs: directions made by a shifted group of samples (e.g. "
-    "an admixed or distinct population).",
+    "scores": "PC1 against PC2 and PC3 against PC4 for every analysed sample, coloured by the "
+    "metadata column when one is given; axis labels give the verdict, eigenvalue and share of "
+    "the variance.",
+    "scores_mean_shift": "Mean-shift PCs beyond PC4 against PC1: directions made by a shifted "
+    "group of samples (e.g. an admixed or distinct population).",
+    "variance": "Each PC's share of the total variance (the sum of all eigenvalues), coloured "
+    "by verdict.",
+    "loadings": "|Loading| of every analysed variant along the genome, per PC. Shaded: the "
+    "densest window holding the PC's largest |loadings| (red: flagged as driven by one "
+    "region).",
     "qc": "Minor allele frequency, variant missingness, sample call rate (dashed: thresholds), "
     "and centring vs all-sample frequency of the analysed variants.",
 }
@@ -321,6 +412,19 @@ def _report_html(ds: xr.Dataset, pngs: Mapping[str, bytes]) -> str:
                 ],
             )
         )
+    ld_rows, ld_warnings = _ld_rows(ds)
+    ld_table = (
+        table(("PC", "top |loadings| in window", "window", "all variants there", "flag"), ld_rows)
+        if ld_rows
+        else "<p>This result was written before the LD diagnostic was stored.</p>"
+    )
+    ld_notes = "".join(f'<div class="warn">{esc(w)}</div>' for w in ld_warnings)
+    fit_warning = ""
+    if a.get("model_fit_warning"):
+        fit_warning = "".join(
+            f'<div class="warn"><strong>Model fit.</strong> {esc(w)}</div>'
+            for w in str(a["model_fit_warning"]).splitlines()
+        )
     prov = [
         ("job", a["job_name"]),
         ("created (UTC)", a["created_utc"]),
@@ -354,14 +458,42 @@ def _report_html(ds: xr.Dataset, pngs: Mapping[str, bytes]) -> str:
         spectrum_figure=img("spectrum", _CAPTIONS["spectrum"]),
         eigenpair_table=table(_EIG_HEADER, eig_rows),
         comparison=comparison,
-        scores_stable_figure=img("scores_stable", _CAPTIONS["scores_stable"]),
+        fit_warning=fit_warning,
+        variance_figure=img("variance", _CAPTIONS["variance"]),
+        scores_figure=img("scores", _CAPTIONS["scores"]),
         scores_mean_shift_figure=img("scores_mean_shift", _CAPTIONS["scores_mean_shift"]),
+        loadings_figure=img("loadings", _CAPTIONS["loadings"]),
+        ld_table=ld_table,
+        ld_warnings=ld_notes,
+        ld_top=esc(str(a.get("ld_top_variants", ""))),
+        ld_window=esc(f"{int(a.get('ld_window_bp', 0)) / 1e6:g}"),
+        ld_share=f"{100 * LD_WARN_SHARE:.0f}",
+        ld_enrichment=f"{LD_WARN_ENRICHMENT:g}",
         groups=groups,
         qc_table=table(("quantity", "count"), qc_rows),
         qc_figure=img("qc", _CAPTIONS["qc"]),
         provenance_table=table(("", ""), prov),
         params=esc(json.dumps(json.loads(a["params"]), indent=2)),
     )
+
+
+def _ld_rows(ds: xr.Dataset) -> tuple[list[tuple[str, ...]], list[str]]:
+    """Rows of the LD table (PC, share, window, background, flag) and the warnings."""
+    from .dataset import ld_lines, ld_region
+
+    if "ld_top_share" not in ds:
+        return [], []
+    rows = [
+        (
+            f"PC{k + 1}",
+            f"{100 * float(ds['ld_top_share'].values[k]):.0f}%",
+            ld_region(ds, k),
+            f"{100 * float(ds['ld_background_share'].values[k]):.1f}%",
+            "driven by one region?" if bool(ds["ld_region_warning"].values[k]) else "",
+        )
+        for k in range(ds.sizes["component"])
+    ]
+    return rows, ld_lines(ds)[1]
 
 
 @functools.cache
