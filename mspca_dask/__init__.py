@@ -19,6 +19,7 @@ from .errors import (
     DTypeError,
     ForeignOutputError,
     InputError,
+    MissingDependencyError,
     ModelFitWarning,
     MSPCAError,
     MSPCAWarning,
@@ -39,6 +40,7 @@ if TYPE_CHECKING:
     from . import matching, rmt
     from .api import fit
     from .estimator import MeanShiftPCA
+    from .io.anndata import add_to_anndata
     from .result import MSPCAResult, open_result
 
 try:
@@ -49,6 +51,7 @@ except PackageNotFoundError:  # running from a source tree that is not installed
 __all__ = [
     "fit",
     "open_result",
+    "add_to_anndata",
     "MSPCAResult",
     "MeanShiftPCA",
     "errors",
@@ -63,6 +66,7 @@ __all__ = [
     "SourceNotFoundError",
     "VariableNotFoundError",
     "ChunkReadError",
+    "MissingDependencyError",
     "ResultExistsError",
     "ForeignOutputError",
     "OutputOverlapsInputError",
@@ -84,6 +88,7 @@ _LAZY = {
     "open_result": ".result",
     "MSPCAResult": ".result",
     "MeanShiftPCA": ".estimator",
+    "add_to_anndata": ".io.anndata",
     "matching": ".matching",
     "rmt": ".rmt",
 }
