@@ -62,6 +62,26 @@ def _check_dask_array(X: da.Array) -> None:
         raise ValueError(f"Dask array of dtype {X.dtype} is not supported: expected real numbers.")
 
 
+def _lazy_matrix(X: Any) -> Any:
+    """AnnData and SciPy sparse input as a lazy ``(n_samples, n_features)`` Dask array.
+
+    Opened as :func:`mspca_dask.fit` opens them (an AnnData's ``X``; CSR by rows, CSC by
+    columns), with each chunk densified inside its own task, so nothing is densified whole;
+    any other input is returned as it is.
+    """
+    from scipy import sparse
+
+    from .io.anndata import is_anndata
+
+    if not (sparse.issparse(X) or is_anndata(X)):
+        return X
+    from ._passes import _dense
+    from .io.sources import open_source
+
+    data = open_source(X).data
+    return data.map_blocks(_dense, dtype=data.dtype, meta=np.empty((0, 0), data.dtype))
+
+
 class MeanShiftPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
     """Mean-Shift PCA by Knockoff Mean, as a scikit-learn transformer.
 
@@ -216,10 +236,12 @@ class MeanShiftPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstima
     data already centred on it).
 
     **Input.**  NumPy-like input (lists, pandas DataFrames, ...) is validated as in
-    scikit-learn (float64, at least 2 samples, no NaN or infinity, no sparse matrix).
-    A Dask array is *not* loaded into memory: its shape and dtype are checked here,
-    its values (NaN, infinity) by :func:`mspca_dask.fit` as it streams, and
-    :meth:`transform` returns a lazy Dask array for Dask input.
+    scikit-learn (float64, at least 2 samples, no NaN or infinity).  A Dask array is *not*
+    loaded into memory: its shape and dtype are checked here, its values (NaN, infinity) by
+    :func:`mspca_dask.fit` as it streams, and :meth:`transform` returns a lazy Dask array
+    for Dask input.  SciPy sparse matrices (CSR, CSC) and ``anndata.AnnData`` objects (their
+    ``X``; a single-cell count matrix) are read as :func:`mspca_dask.fit` reads them, one
+    densified chunk at a time, and :meth:`transform` returns a NumPy array for them.
     Features that are constant across the samples are refused, as by
     :func:`mspca_dask.fit` (:class:`mspca_dask.InputError`, a ``ValueError`` naming
     them): they carry no variance, and with ``location=None`` they would silently
@@ -327,8 +349,8 @@ class MeanShiftPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstima
             ``n_features_out`` is larger than ``n_components``, or than the number of
             eigenpairs examined that are not mean shifts; ``reference_samples`` is not a
             mask or indices of at least 2 samples, or comes with ``location="auto"``.
-        TypeError
-            ``X`` is a sparse matrix.
+        DTypeError
+            ``X`` is a sparse matrix of a format other than CSR or CSC.
         """
         self._fit(X, reference_samples)
         return self
@@ -374,6 +396,7 @@ class MeanShiftPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstima
     def _fit(self, X: Any, reference_samples: Any) -> Any:
         from .api import fit
 
+        X = _lazy_matrix(X)
         if _is_dask_array(X):
             _check_dask_array(X)
             _check_n_features(self, X, reset=True)
@@ -464,6 +487,11 @@ class MeanShiftPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstima
             )
         return chosen
 
+    def __sklearn_tags__(self) -> Any:
+        tags = super().__sklearn_tags__()
+        tags.input_tags.sparse = True  # CSR and CSC, densified one chunk at a time
+        return tags
+
     def _seed(self) -> int | None:
         """The integer seed handed to :func:`mspca_dask.fit`."""
         rs = self.random_state
@@ -487,6 +515,7 @@ class MeanShiftPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstima
 
     def _check_X(self, X: Any) -> Any:
         """``X`` checked against the fit: a Dask array on metadata, else as a float64 array."""
+        X = _lazy_matrix(X)
         if _is_dask_array(X):
             _check_dask_array(X)
             _check_n_features(self, X, reset=False)
@@ -516,21 +545,24 @@ class MeanShiftPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstima
             zero columns.
         """
         check_is_fitted(self)
+        lazy = _is_dask_array(X)
         X = self._check_X(X)
         self._check_width()
-        return (X - self.mean_) @ self.components_.T
+        scores = (X - self.mean_) @ self.components_.T
+        # sparse or AnnData input is streamed as Dask chunks; the caller gave no Dask array
+        return scores if lazy or not _is_dask_array(scores) else scores.compute()
 
     def inverse_transform(self, X: Any) -> np.ndarray | da.Array:
         """Map scores back to the feature space: ``X @ components_ + mean_``.
 
         Parameters
         ----------
-        X : array-like or dask.array.Array of shape (n_samples, n_components_)
+        X : array-like or dask.array.Array of shape ``(n_samples, n_components_)``
             Scores, as :meth:`transform` returns them.
 
         Returns
         -------
-        X_original : ndarray or dask.array.Array of shape (n_samples, n_features_in_)
+        X_original : ndarray or dask.array.Array of shape ``(n_samples, n_features_in_)``
             The samples' projection on the components' span, shifted back by ``mean_``
             (equal to the samples themselves only when they lie in that span).
 
@@ -570,7 +602,7 @@ class MeanShiftPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstima
 
         Returns
         -------
-        cov : ndarray of shape (n_features_in_, n_features_in_)
+        cov : ndarray of shape ``(n_features_in_, n_features_in_)``
         """
         check_is_fitted(self)
         s2, delta = self._noise_shrinkage()
@@ -586,7 +618,7 @@ class MeanShiftPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstima
 
         Returns
         -------
-        precision : ndarray of shape (n_features_in_, n_features_in_)
+        precision : ndarray of shape ``(n_features_in_, n_features_in_)``
         """
         check_is_fitted(self)
         s2, delta = self._noise_shrinkage()
@@ -621,6 +653,7 @@ class MeanShiftPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstima
         — ``C⁻¹`` and ``log det C`` in low-rank form, so no ``d × d`` matrix is formed.
         """
         check_is_fitted(self)
+        lazy = _is_dask_array(X)
         X = self._check_X(X)
         s2, delta = self._noise_shrinkage()
         d = self.components_.shape[1]
@@ -628,7 +661,8 @@ class MeanShiftPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstima
         P = R @ self.components_.T
         quad = ((R * R).sum(axis=1) - (P * P) @ (delta / (s2 + delta))) / s2
         logdet = d * math.log(s2) + float(np.sum(np.log1p(delta / s2)))
-        return -0.5 * (quad + d * math.log(2.0 * math.pi) + logdet)
+        out = -0.5 * (quad + d * math.log(2.0 * math.pi) + logdet)
+        return out if lazy or not _is_dask_array(out) else out.compute()
 
     def score(self, X: Any, y: Any = None) -> float:
         """Average log-likelihood of the samples (:meth:`score_samples`).

@@ -356,14 +356,37 @@ def test_constant_feature_is_refused():
         MeanShiftPCA(n_components=2).fit(X)
 
 
-def test_non_finite_and_sparse_are_refused():
+def test_non_finite_is_refused():
     X = np.random.default_rng(5).standard_normal((50, 4))
     X[3, 1] = np.nan
     with pytest.raises(ValueError, match="Input X contains NaN"):
         MeanShiftPCA(n_components=2).fit(X)
-    sp = pytest.importorskip("scipy.sparse")
-    with pytest.raises(TypeError, match="Sparse data was passed"):
-        MeanShiftPCA(n_components=2).fit(sp.random(50, 4, density=0.5, format="csr"))
+
+
+@pytest.mark.parametrize("fmt", ["csr", "csc"])
+def test_sparse_input_fits_and_transforms_as_its_dense_twin(small, fmt):
+    from scipy import sparse
+
+    X = sparse.csr_matrix(small) if fmt == "csr" else sparse.csc_matrix(small)
+    est = MeanShiftPCA(n_components=2, location=None, random_state=0).fit(X)
+    ref = MeanShiftPCA(n_components=2, location=None, random_state=0).fit(small)
+    assert_array_equal(est.eigenvalues_, ref.eigenvalues_)
+    assert_array_equal(est.stable_, ref.stable_)
+    out = est.transform(X)
+    assert isinstance(out, np.ndarray)  # a sparse matrix in, a NumPy array out
+    assert_allclose(out, ref.transform(small), rtol=1e-10, atol=1e-12)
+    assert_allclose(est.score_samples(X), ref.score_samples(small), rtol=1e-10)
+
+
+def test_anndata_input_fits_as_its_matrix(small):
+    anndata = pytest.importorskip("anndata")
+    from scipy import sparse
+
+    adata = anndata.AnnData(X=sparse.csr_matrix(small))
+    est = MeanShiftPCA(n_components=2, location=None, random_state=0).fit(adata)
+    ref = MeanShiftPCA(n_components=2, location=None, random_state=0).fit(small)
+    assert_array_equal(est.eigenvalues_, ref.eigenvalues_)
+    assert_allclose(est.transform(adata), ref.transform(small), rtol=1e-10, atol=1e-12)
 
 
 def test_location_none_and_given(small):
