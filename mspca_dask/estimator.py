@@ -75,11 +75,13 @@ def _lazy_matrix(X: Any) -> Any:
 
     if not (sparse.issparse(X) or is_anndata(X)):
         return X
+    import dask.array as da
+
     from ._passes import _dense
     from .io.sources import open_source
 
     data = open_source(X).data
-    return data.map_blocks(_dense, dtype=data.dtype, meta=np.empty((0, 0), data.dtype))
+    return da.map_blocks(_dense, data, dtype=data.dtype, meta=np.empty((0, 0), data.dtype))
 
 
 class MeanShiftPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
