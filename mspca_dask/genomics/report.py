@@ -483,7 +483,7 @@ def _ld_rows(ds: xr.Dataset) -> tuple[list[tuple[str, ...]], list[str]]:
 
     if "ld_top_share" not in ds:
         return [], []
-    rows = [
+    rows: list[tuple[str, ...]] = [
         (
             f"PC{k + 1}",
             f"{100 * float(ds['ld_top_share'].values[k]):.0f}%",
