@@ -12,7 +12,9 @@ import dask.array as da
 import numpy as np
 
 from .._execution import Executor
+from ..errors import InputError
 from . import compact as _compact
+from . import ld_prune as _ld
 from . import preprocess
 from .cohort import VcfZarr
 from .config import JobConfig
@@ -146,7 +148,14 @@ def analyse(
     wrote (no further raw read) or, when samples were dropped, from one more raw pass.
     """
     if vz.calls is None:
-        return _analyse(cfg, vz, qc, scheduler, None)
+        if cfg.ld is None or not cfg.ld.prunes:
+            return _analyse(cfg, vz, qc, scheduler, None)
+        # Dosages without hard calls have no compact matrix: the pruning reads the raw store.
+        dosage = vz.dosage[qc.variant_keep][:, qc.sample_keep]
+        _, record = prune_ld(cfg, vz, qc, dosage)
+        return dataclasses.replace(
+            _analyse(cfg, vz, qc, scheduler, None), n_raw_passes=1, compaction_passes=(record,)
+        )
     n_kept = int(qc.sample_keep.sum())
     has_missing = bool((qc.stats.n_called[qc.variant_keep] < n_kept).any())
     executor = Executor(scheduler=scheduler)
@@ -160,9 +169,10 @@ def analyse(
             workers=cfg.workers,
         )
         if compact is not None:
+            compact, ld_passes = _pruned(cfg, vz, qc, compact)
             return dataclasses.replace(
                 _analyse(cfg, vz, qc, scheduler, compact),
-                compaction_passes=tuple(p.as_dict() for p in executor.passes),
+                compaction_passes=(*(p.as_dict() for p in executor.passes), *ld_passes),
             )
     with _compact.compact_calls(
         vz.calls,
@@ -174,11 +184,75 @@ def analyse(
         spill_dir=cfg.output_dir.parent if workspace is None else workspace,
         workers=cfg.workers,
     ) as compact:
+        compact, ld_passes = _pruned(cfg, vz, qc, compact)
         return dataclasses.replace(
             _analyse(cfg, vz, qc, scheduler, compact),
             n_raw_passes=1,
-            compaction_passes=tuple(p.as_dict() for p in executor.passes),
+            compaction_passes=(*(p.as_dict() for p in executor.passes), *ld_passes),
         )
+
+
+def prune_ld(
+    cfg: JobConfig, vz: VcfZarr, qc: QCResult, calls: da.Array
+) -> tuple[np.ndarray, dict[str, Any]]:
+    """``[ld]`` r² pruning of the QC'd variants; updates ``qc`` (keep mask and counts).
+
+    ``calls`` holds the kept variants (rows, in store order) over the analysed samples:
+    the compact int8 matrix, read once more block by block (it is small: kept variants ×
+    kept samples, one byte a call), since the greedy rule runs along the genome in order.
+    Returns the mask over those rows and the pass's record.
+    """
+    assert cfg.ld is not None
+    kv = np.flatnonzero(qc.variant_keep)
+    keep, record = _ld.prune_dask(
+        calls,
+        np.asarray(vz.variant_contig)[kv],
+        np.asarray(vz.variant_position)[kv],
+        window_bp=cfg.ld.window_bp,
+        r2=cfg.ld.r2,
+        ploidy=vz.ploidy,
+    )
+    new_keep = np.zeros_like(qc.variant_keep)
+    new_keep[kv[keep]] = True
+    qc.variant_keep = new_keep
+    qc.counts["variants_ld_pruned"] = int((~keep).sum())
+    qc.counts["variants_analysed"] = int(keep.sum())
+    logger.info(
+        "LD pruning (window %g kb, r2 > %g): %d of %d variants removed, %d analysed (%.1f s)",
+        cfg.ld.window_kb,
+        cfg.ld.r2,
+        int((~keep).sum()),
+        len(keep),
+        int(keep.sum()),
+        record["seconds"],
+    )
+    if keep.sum() < 2:
+        raise InputError(
+            f"only {int(keep.sum())} variant(s) remain after LD pruning; raise [ld] r2"
+        )
+    return keep, record
+
+
+def _pruned(
+    cfg: JobConfig, vz: VcfZarr, qc: QCResult, compact: _compact.CompactCalls
+) -> tuple[_compact.CompactCalls, tuple[dict[str, Any], ...]]:
+    """The compact matrix of the variants ``[ld]`` keeps (as it was without pruning)."""
+    if cfg.ld is None or not cfg.ld.prunes:
+        return compact, ()
+    keep, record = prune_ld(cfg, vz, qc, compact.calls)
+    if keep.all():
+        return compact, (record,)
+    rows = np.flatnonzero(keep)
+    n_cols = int(compact.calls.shape[1])
+    chunk = _compact._row_chunk(len(rows), n_cols, cfg.workers)
+    if compact.where == "memory":  # gathered once, in this process: no pass over the store
+        arr = np.ascontiguousarray(compact.calls[rows].compute(scheduler="sync"))
+        pruned = _compact._held(
+            arr, chunk, "genomics-ld-kept", cfg.memory_budget, compact.has_missing
+        )
+        return pruned, (record,)
+    calls = compact.calls[rows].rechunk((chunk, n_cols))
+    return dataclasses.replace(compact, calls=calls, nbytes=len(rows) * n_cols), (record,)
 
 
 def _analyse(

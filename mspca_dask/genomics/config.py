@@ -15,6 +15,7 @@ from .._params import _suggest, config_keys, from_mapping
 from ..errors import ConfigError, ParameterError
 from ..io.urls import LOCAL_PROTOCOLS, is_url, local_path
 from . import compact as _compact
+from . import ld_prune as _ld
 
 
 @dataclass(frozen=True)
@@ -34,6 +35,34 @@ class SimulateConfig:
     #: Worker processes bio2zarr encodes with (0: this process).  Not part of the data: a
     #: store written with 2 is reused by a config that asks for 0.
     writer_processes: int = 0
+
+
+@dataclass(frozen=True)
+class LDConfig:
+    """``[ld]``: LD pruning and long-range-LD regions (:mod:`mspca_dask.genomics.ld_prune`).
+
+    A job without an ``[ld]`` section (or with ``enabled = false``) prunes nothing, as jobs
+    did before the section existed; with it, the defaults are those of
+    ``plink2 --indep-pairwise 500kb 1 0.2``.
+    """
+
+    window_kb: float = _ld.DEFAULT_WINDOW_KB
+    #: ``1.0`` keeps every pair (r² is never above 1): pruning off, regions still applied.
+    r2: float = _ld.DEFAULT_R2
+    #: ``"none"``, ``"hg19"``, ``"hg38"`` or the resolved path of a BED file.
+    exclude_regions: str = "none"
+    #: The intervals of ``exclude_regions``, read when the config is (so a missing or bad
+    #: BED file fails before anything runs, and the job fingerprint holds what was excluded).
+    regions: tuple[_ld.Region, ...] = ()
+
+    @property
+    def prunes(self) -> bool:
+        """Whether the r² pruning runs (``r2 < 1``)."""
+        return self.r2 < 1.0
+
+    @property
+    def window_bp(self) -> int:
+        return int(round(self.window_kb * 1000))
 
 
 @dataclass(frozen=True)
@@ -75,6 +104,7 @@ class JobConfig:
     report: bool = True
     compare_all_sample_centring: bool = False
     simulate: SimulateConfig | None = None
+    ld: LDConfig | None = None
     config_path: Path | None = None
     fit_options: dict[str, Any] = field(default_factory=dict)
 
@@ -98,7 +128,7 @@ class JobConfig:
         for k in ("overwrite", "scheduler", "workers", "config_path", "output_dir", "name"):
             d.pop(k)
         d.pop("memory_budget")  # where the compact matrix lives and what a pass holds, not results
-        for k in ("allow_missing_chunks", "fit_options"):  # recorded only when used, so the
+        for k in ("allow_missing_chunks", "fit_options", "ld"):  # recorded only when used, so the
             if not d[k]:  # fingerprints of jobs that do not use them stay as they were
                 d.pop(k)
         return json.loads(json.dumps(d, default=str))
@@ -116,7 +146,8 @@ class JobConfig:
         ----------
         raw : mapping
             ``{"job": {...}, "input": {...}, "reference": {...}, "qc": {...}, "pca": {...},
-            "compute": {...}, "output": {...}, "report": {...}, "simulate": {...}}``.
+            "compute": {...}, "output": {...}, "report": {...}, "simulate": {...},
+            "ld": {...}}``.
         base : Path, optional
             Directory that relative paths are resolved against (the config file's).
 
@@ -145,6 +176,8 @@ class JobConfig:
         values.update(_pca(sections.get("pca", {})))
         if "simulate" in sections:
             values["simulate"] = _simulate_config(sections["simulate"])
+        if "ld" in sections:
+            values["ld"] = _ld_config(sections["ld"], base)
         cfg = cls(**values)
         if cfg.color_by is not None and cfg.sample_metadata is None:
             raise ConfigError("color_by needs [input] sample_metadata (the file with that column)")
@@ -313,6 +346,7 @@ _RULED: dict[str, set[str]] = {
     "output": {"dir"},
     "pca": set(config_keys()),
     "simulate": {f.name for f in dataclasses.fields(SimulateConfig)},
+    "ld": {"enabled", "window_kb", "r2", "exclude_regions"},
 }
 
 _SECTIONS = {s: set(_FIELDS.get(s, {})) | _RULED.get(s, set()) for s in [*_FIELDS, *_RULED]}
@@ -476,6 +510,46 @@ def _simulate_config(body: Mapping[str, Any]) -> SimulateConfig:
             "into a VCF, which vcf2zarr converts)"
         )
     return cfg
+
+
+def _ld_config(body: Mapping[str, Any], base: Path) -> LDConfig | None:
+    """``[ld]``: None when ``enabled = false`` (every key still checked)."""
+    enabled = _bool(body.get("enabled", True), "[ld] enabled")
+    window_kb = body.get("window_kb", _ld.DEFAULT_WINDOW_KB)
+    if isinstance(window_kb, bool) or not isinstance(window_kb, int | float) or window_kb <= 0:
+        raise ConfigError(
+            f"[ld] window_kb must be a number of kb > 0, e.g. 500 (got {window_kb!r})"
+        )
+    r2 = body.get("r2", _ld.DEFAULT_R2)
+    if isinstance(r2, bool) or not isinstance(r2, int | float) or not 0 < r2 <= 1:
+        raise ConfigError(
+            f"[ld] r2 must be a number in (0, 1], e.g. 0.2; 1.0 turns the pruning off (got {r2!r})"
+        )
+    where = "[ld] exclude_regions"
+    value = body.get("exclude_regions", "none")
+    if not isinstance(value, str) or not value:
+        raise ConfigError(
+            f"{where} must be one of {[*_ld.BUILDS, 'none']} or the path of a BED file "
+            f"(got {value!r})"
+        )
+    regions: tuple[_ld.Region, ...] = ()
+    if value in _ld.BUILDS:
+        regions = _ld.builtin_regions(value)
+    elif value != "none":
+        looks_like_path = any(ch in value for ch in "/\\.")
+        if not looks_like_path:
+            raise ConfigError(
+                f"{where} must be one of {[*_ld.BUILDS, 'none']} or the path of a BED file "
+                f"(not {value!r}){_suggest(value, {*_ld.BUILDS, 'none'})}"
+            )
+        path = _path(value, where, base)
+        if not path.is_file():
+            raise ConfigError(f"{where}: no BED file at {path}; check the path")
+        regions = _ld.read_bed(path, where)
+        value = str(path)
+    if not enabled:
+        return None
+    return LDConfig(float(window_kb), float(r2), value, regions)
 
 
 def load_config(path: str | os.PathLike[str]) -> JobConfig:

@@ -15,6 +15,7 @@ from .._execution import Executor
 from ..errors import InputError
 from ..io.writing import str_objects
 from . import compact as _compact
+from . import ld_prune as _ld
 from . import preprocess
 from .cohort import VcfZarr
 from .config import JobConfig
@@ -159,7 +160,12 @@ def run_qc(
     miss = stats.missing_rate
     counts: dict[str, int] = {"variants": V}
     site_ok = np.ones(V, dtype=bool)
-    for name, bad in sites.result().items():
+    site_bad = sites.result()
+    if cfg.ld is not None and cfg.ld.regions:  # [ld] exclude_regions: metadata only, no pass
+        site_bad["variants_ld_region"] = _ld.region_mask(
+            vz.variant_contig, vz.variant_position, cfg.ld.regions
+        )
+    for name, bad in site_bad.items():
         counts[name] = int((site_ok & bad).sum())
         site_ok &= ~bad
     polymorphic = maf > 0
