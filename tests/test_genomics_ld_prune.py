@@ -302,3 +302,43 @@ def test_prune_blocks__agrees_with_plink2_indep_pairwise(tmp_path: Path) -> None
 def test_demo_config__uses_the_ld_defaults() -> None:
     cfg = gx.load_config(REPO / "pipelines" / "demo.toml")
     assert cfg.ld is not None and (cfg.ld.window_kb, cfg.ld.r2) == (500.0, 0.2)
+
+
+@pytest.mark.integration
+def test_run_job__dosage_store_is_pruned_as_its_hard_calls(tmp_path: Path) -> None:
+    # Without hard calls there is no compact matrix: the pruning reads the dosages.
+    pytest.importorskip("bio2zarr", reason="needs the genomics extra")
+    import zarr
+    from bio2zarr import plink as b2p
+    from genotype_files import balding_nichols, write_bed, write_job
+
+    a = balding_nichols({"A": 60, "B": 20}, 400, fst=0.05, seed=2, ld_block=40)
+    write_bed(tmp_path / "c", a)
+    store = tmp_path / "c.vcz"
+    b2p.convert(str(tmp_path / "c"), str(store), worker_processes=0, variants_chunk_size=100)
+    group = zarr.open_group(str(store), mode="r+")
+    gt = group["call_genotype"][:]
+    dosage = (gt > 0).sum(axis=2).astype(np.float32)
+    dosage[(gt < 0).any(axis=2)] = np.nan
+    arr = group.create_array(
+        "call_dosage",
+        shape=dosage.shape,
+        chunks=(100, dosage.shape[1]),
+        dtype="float32",
+        attributes={"_ARRAY_DIMENSIONS": ["variants", "samples"]},
+    )
+    arr[:] = dosage
+    zarr.consolidate_metadata(str(store))
+    ids = json.dumps(a["sample_id"][a["populations"] == "A"].tolist())
+    results = {}
+    for variable in ("call_genotype", "call_dosage"):
+        path = write_job(tmp_path, variable, store, reference=f"samples = {ids}", extra="[ld]\n")
+        text = path.read_text().replace("[input]\n", f'[input]\ngenotype_variable = "{variable}"\n')
+        path.write_text(text)
+        results[variable] = gx.open_genomics_result(gx.run_job(gx.load_config(path)).output_dir)
+    calls, dosages = results["call_genotype"], results["call_dosage"]
+    assert json.loads(dosages.attrs["qc_counts"])["variants_ld_pruned"] >= 30
+    np.testing.assert_array_equal(
+        calls["variant_included"].values, dosages["variant_included"].values
+    )
+    np.testing.assert_allclose(calls["eigenvalue"].values, dosages["eigenvalue"].values, rtol=1e-5)
