@@ -229,6 +229,8 @@ def block_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
         "plain": _run(root, "plain", a, ""),
         "pruned": _run(root, "pruned", a, "[ld]\nwindow_kb = 500\nr2 = 0.2\n"),
         "regions": _run(root, "excluded", a, f'[ld]\nr2 = 1.0\nexclude_regions = "{bed}"\n'),
+        # The compact matrix over a budget of 0 bytes: read from the temporary store.
+        "spilled": _run(root, "spilled", a, "[ld]\n[compute]\nmemory_budget = 0\n"),
     }
 
 
@@ -258,6 +260,11 @@ def test_run_job__ld_pruning_removes_the_block_and_the_pc_it_made(
     assert pruned["ld_top_share"].values.max() < 0.5 * plain["ld_top_share"].values.max()
     names = [p["name"] for p in block_runs["pruned"].passes]
     assert names.count("genomics-ld-prune") == 1
+    spilled = gx.open_genomics_result(block_runs["spilled"].output_dir)
+    np.testing.assert_array_equal(
+        spilled["variant_included"].values, pruned["variant_included"].values
+    )
+    np.testing.assert_allclose(spilled["eigenvalue"].values, pruned["eigenvalue"].values, rtol=1e-6)
 
 
 @pytest.mark.integration
