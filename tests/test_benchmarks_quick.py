@@ -17,7 +17,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 BENCH = ROOT / "benchmarks"
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.integration
 
 META_KEYS = {
     "cpu",

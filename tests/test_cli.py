@@ -452,6 +452,7 @@ def test_no_command_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
 # ------------------------------------------------------------------------ mspca demo
 
 
+@pytest.mark.integration
 def test_demo__no_cluster_end_to_end_then_reuses_data(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -481,6 +482,7 @@ def test_demo__no_cluster_end_to_end_then_reuses_data(
     )
 
 
+@pytest.mark.integration
 def test_demo__other_parameters_rewrite_data(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -492,6 +494,7 @@ def test_demo__other_parameters_rewrite_data(
     assert mspca_dask.open_result(demo / "result.zarr").n_samples == 400
 
 
+@pytest.mark.integration
 def test_demo__refuses_a_result_path_that_is_not_its_own(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -502,11 +505,13 @@ def test_demo__refuses_a_result_path_that_is_not_its_own(
     assert not (tmp_path / "data.zarr").exists()
 
 
+@pytest.mark.integration
 def test_demo__bad_pi1_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["demo", "--pi1", "1.5", "--dir", str(tmp_path)]) == 2
     assert "argument --pi1: must be a number in (0, 1) (not '1.5')" in capsys.readouterr().err
 
 
+@pytest.mark.integration
 def test_python_m_demo_on_a_local_cluster(tmp_path: Path) -> None:
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), env.get("PYTHONPATH")]))

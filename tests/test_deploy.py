@@ -326,6 +326,7 @@ def test_dockerfile__installs_the_project_from_the_build_context() -> None:
     assert user and user[-1] not in ("root", "0")
 
 
+@pytest.mark.integration
 def test_dockerfile__pipelines_module_runs_from_the_copied_files(tmp_path: Path) -> None:
     """Lay the files out as the image does and run the genomics command from elsewhere."""
     instructions = dockerfile_instructions()

@@ -35,7 +35,7 @@ from mspca_dask._execution import Executor, blas_threads
 from mspca_dask._passes import name_pass, orient, pass_graph
 from mspca_dask.testing import paper_setting
 
-pytestmark = pytest.mark.timeout(120)
+pytestmark = [pytest.mark.timeout(120), pytest.mark.integration]
 
 K = 4
 #: Every array of a result that must not change with the workers, the chunking or a failure.

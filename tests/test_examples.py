@@ -8,6 +8,9 @@ import nbformat
 import pytest
 from nbclient import NotebookClient
 
+# executes a notebook on a local cluster: the integration set (`pytest -m integration`)
+pytestmark = pytest.mark.integration
+
 NOTEBOOK = Path(__file__).resolve().parents[1] / "examples" / "mspca_on_a_cluster.ipynb"
 
 

@@ -680,6 +680,7 @@ def test_fit__exact_solver_keeps_float64_products_on_float32_data(small):
     assert res.params["precision"] == "float64"
 
 
+@pytest.mark.statistical
 @pytest.mark.parametrize("seed", [2, 3])
 def test_fit__randomized_stops_on_certified_spikes_and_still_finds_a_weak_one(seed):
     # Spikes 2.4, 2.2 and a weak one at about 1.80, 0.07 above the edge 1.73 and just above
@@ -707,6 +708,7 @@ def test_fit__randomized_stops_on_certified_spikes_and_still_finds_a_weak_one(se
     assert res.eigenvalue_bounds[~spikes].max() > res.threshold / 10  # the bulk was not waited for
 
 
+@pytest.mark.statistical
 def test_fit__several_spikes_and_clusters():
     c = 0.5
     model = make_spiked_mixture(
@@ -724,6 +726,7 @@ def test_fit__several_spikes_and_clusters():
         assert max(alignment(res.components[i], clean[:, j]) for i in range(2)) > 0.9
 
 
+@pytest.mark.statistical
 def test_fit__sample_mean_location_hides_the_mean_shift_but_auto_does_not():
     # Centring by the sample mean makes the mean-shift membership orthogonal to
     # the knockoff's, so the mean-shift eigenvalue no longer moves and is judged stable.
@@ -740,6 +743,7 @@ def test_fit__sample_mean_location_hides_the_mean_shift_but_auto_does_not():
     assert auto.displacement[top] > 2 * auto.threshold
 
 
+@pytest.mark.statistical
 def test_fit__verdict_of_the_last_pair_does_not_depend_on_n_components():
     """Each knockoff adds a spike of its own that pushes an invariant K-th pair to place K+1.
 
@@ -766,7 +770,7 @@ def test_fit__verdict_of_the_last_pair_does_not_depend_on_n_components():
     assert alignment(three.eigenvectors[2], m.clean_top_eigenvectors(2)[:, 1]) > 0.9
 
 
-@pytest.mark.slow
+@pytest.mark.statistical
 @pytest.mark.parametrize("trial", [15, 30])
 def test_fit__a_cluster_no_candidate_direction_separated_is_not_kept_as_a_covariance_spike(
     trial: int,
@@ -784,10 +788,11 @@ def test_fit__a_cluster_no_candidate_direction_separated_is_not_kept_as_a_covari
     assert alignment(res.components[0], model.clean_top_eigenvectors(1)[:, 0]) > 0.9
 
 
-@pytest.mark.slow
+@pytest.mark.statistical
 @pytest.mark.parametrize(
     ("weights", "trial"), [((0.04, 0.06, 0.08, 0.10), 37), ((0.05, 0.05, 0.05), 11)]
 )
+@pytest.mark.statistical
 def test_fit__groups_on_opposite_sides_of_the_inliers_do_not_hide_a_mean_shift(
     weights: tuple[float, ...], trial: int
 ) -> None:
@@ -822,7 +827,7 @@ def _cluster_cosines(res, model) -> np.ndarray:
     return np.abs(res.eigenvectors[res.candidate] @ M).max(axis=1)
 
 
-@pytest.mark.slow
+@pytest.mark.statistical
 @pytest.mark.parametrize("trial", [12, 23, 30])
 def test_fit__a_covariance_spike_spread_over_pairs_mixed_with_clusters_keeps_one_stable(
     trial: int,
@@ -848,7 +853,7 @@ def test_fit__a_covariance_spike_spread_over_pairs_mixed_with_clusters_keeps_one
     assert alignment(res.components[0], model.clean_top_eigenvectors(1)[:, 0]) > 0.6
 
 
-@pytest.mark.slow
+@pytest.mark.statistical
 def test_fit__clusters_found_only_along_a_within_group_spike_count_in_the_evidence() -> None:
     # accuracy.py S9 trial 12 (clusters 7/5/4 % among two chi-square(1) spikes, t5): the
     # location step found the 5 % cluster only; the 7 % and 4 % ones were found along a
@@ -869,7 +874,7 @@ def test_fit__clusters_found_only_along_a_within_group_spike_count_in_the_eviden
     assert alignment(res.components[0], model.clean_top_eigenvectors(1)[:, 0]) > 0.6
 
 
-@pytest.mark.slow
+@pytest.mark.statistical
 @pytest.mark.parametrize("trial", [15, 19])
 def test_fit__two_equal_clusters_beside_a_skewed_spike_are_both_flagged(trial: int) -> None:
     # accuracy.py S11 (two 8 % clusters and an exponential spike, sigma^2 = 1.5).  Trial 15:
@@ -893,7 +898,7 @@ def test_fit__two_equal_clusters_beside_a_skewed_spike_are_both_flagged(trial: i
     assert alignment(res.components[0], model.clean_top_eigenvectors(1)[:, 0]) > 0.7
 
 
-@pytest.mark.slow
+@pytest.mark.statistical
 def test_fit__one_cluster_found_twice_is_one_group_not_a_cluster_and_a_tail() -> None:
     # accuracy.py S14 trial 11 (clusters 6/5/4/3 % and a chi-square(1) spike, sigma^2 = 1.3):
     # the 5 % cluster was found as two groups (42 and 55 samples); reassigned together, one
@@ -914,7 +919,7 @@ def test_fit__one_cluster_found_twice_is_one_group_not_a_cluster_and_a_tail() ->
     assert alignment(res.components[0], model.clean_top_eigenvectors(1)[:, 0]) > 0.8
 
 
-@pytest.mark.slow
+@pytest.mark.statistical
 def test_fit__a_bulk_above_the_edge_keeps_the_per_pair_within_group_rule() -> None:
     # scikit-learn digits, class 0 (benchmarks/inlier_only.py): no contamination, every
     # computed eigenvalue above the edge (real data off the model).  The location step's one
@@ -933,6 +938,7 @@ def test_fit__a_bulk_above_the_edge_keeps_the_per_pair_within_group_rule() -> No
     assert res.stable.all(), res.reasons[~res.stable]
 
 
+@pytest.mark.statistical
 def test_fit__an_admixed_cline_between_two_shifted_sources_is_a_mean_shift_not_a_mixed_spike():
     # 600 inliers with a covariance spike, two sources 30 units away (60 each) and 120 samples
     # admixed between them at random proportions, as in AmericanAdmixture_4B18 without a
@@ -961,6 +967,7 @@ def test_fit__an_admixed_cline_between_two_shifted_sources_is_a_mean_shift_not_a
     assert res.stable.tolist().count(True) == 1
 
 
+@pytest.mark.statistical
 def test_fit__a_group_holding_clusters_on_both_sides_of_a_pair_is_split_before_its_share():
     # benchmarks/accuracy.py H2 (clusters 10/6/4 %, t6 noise), trial 10: the location step
     # put 68 samples of cluster 1 and 40 of cluster 3 in one group; along the pair that
@@ -978,6 +985,7 @@ def test_fit__a_group_holding_clusters_on_both_sides_of_a_pair_is_split_before_i
     assert not any("lies between them (<" in r for r in res.reasons)
 
 
+@pytest.mark.statistical
 def test_fit__reference_a_slight_real_shift_along_a_covariance_pc_stays_stable():
     # 20 % of the samples sit 0.6 noise sd off the reference along a covariance spike
     # (variance 4; 1.4 % of it between reference and rest, yet significant at this n) and
@@ -1049,6 +1057,7 @@ def _accuracy_r5_fit(trial: int):
     )
 
 
+@pytest.mark.statistical
 @pytest.mark.parametrize("trial", [9, 36])
 def test_fit__reference_a_covariance_spike_leaning_towards_the_clusters_stays_stable(trial):
     # R5: in these trials the top covariance spike's sample eigenvector leans towards the
@@ -1065,6 +1074,7 @@ def test_fit__reference_a_covariance_spike_leaning_towards_the_clusters_stays_st
     assert np.all((np.abs(flagged @ M) >= 0.5).any(axis=0))  # every cluster axis still found
 
 
+@pytest.mark.statistical
 @pytest.mark.parametrize("trial", [17, 37])
 def test_fit__reference_groups_of_a_pair_shifted_by_its_own_groups_reach_the_next_pair(trial):
     # R5: the three clusters mix over the first three pairs.  Along the first every cluster
@@ -1083,6 +1093,7 @@ def test_fit__reference_groups_of_a_pair_shifted_by_its_own_groups_reach_the_nex
     assert np.all(res.shift_z[flagged] >= 3.29)
 
 
+@pytest.mark.statistical
 @pytest.mark.parametrize("trial", [0, 28])
 def test_fit__reference_a_spike_with_a_tenth_of_its_variance_between_clusters_stays_stable(
     trial,
@@ -1126,7 +1137,7 @@ def _accuracy_r16_fit(trial: int):
     )
 
 
-@pytest.mark.slow
+@pytest.mark.statistical
 def test_fit__reference_a_covariance_spike_spread_over_three_mixed_pairs_keeps_one_stable():
     # R16 trial 9: the top covariance PC spread over the three top pairs (|cos| 0.54, 0.67,
     # 0.51), each also 0.49 to 0.61 with a cluster.  Along none of them did the reference
@@ -1143,7 +1154,7 @@ def test_fit__reference_a_covariance_spike_spread_over_three_mixed_pairs_keeps_o
     assert np.all(np.abs(res.eigenvectors[flagged] @ M).max(axis=1) >= 0.5)
 
 
-@pytest.mark.slow
+@pytest.mark.statistical
 def test_fit__reference_a_spread_spike_a_pair_already_keeps_is_not_handed_to_another():
     # R16 trial 33: the top PC's spike of the reference lies evenly on pairs 1 and 2 (|cos|
     # 0.65 and 0.63), and the per-pair rule keeps pair 2 (8.7 % between the groups, aligned
@@ -1156,7 +1167,7 @@ def test_fit__reference_a_spread_spike_a_pair_already_keeps_is_not_handed_to_ano
     assert "leaning towards them" in res.reasons[int(np.argmax(np.abs(res.eigenvectors @ top)))]
 
 
-@pytest.mark.slow
+@pytest.mark.statistical
 def test_fit__reference_a_spread_spike_is_kept_once_when_the_per_pair_rule_kept_it():
     # benchmarks/accuracy.py R20 trial 7 (two clusters 8/6 %, two covariance spikes, t6,
     # sigma^2 = 1.2, d = 600, n = 1500): the top PC spread over three pairs, one kept by the
@@ -1180,6 +1191,7 @@ def test_fit__reference_a_spread_spike_is_kept_once_when_the_per_pair_rule_kept_
     assert np.all((np.abs(res.eigenvectors[flagged] @ M) >= 0.5).any(axis=0))
 
 
+@pytest.mark.statistical
 @pytest.mark.parametrize("trial", [0, 1, 2, 3])
 def test_fit__reference_with_more_features_than_samples_flags_nothing_without_contamination(
     trial,
@@ -1206,6 +1218,7 @@ def test_fit__reference_with_more_features_than_samples_flags_nothing_without_co
     assert np.all(np.linalg.norm(res.components @ spikes, axis=0) > 0.9)
 
 
+@pytest.mark.statistical
 def test_fit__reference_populations_on_both_sides_along_one_axis_only_are_a_mean_shift():
     # OutOfAfrica_4J17 with a CEU reference, in miniature: along e1 two populations sit on
     # opposite sides of the reference (400 at +5, 200 at -10 noise sd), so the outsiders'
@@ -1485,7 +1498,7 @@ def test_reference_groups__a_shifted_pair_below_the_mixed_bound_takes_the_other_
     assert lent[1] > 0.9
 
 
-@pytest.mark.slow
+@pytest.mark.statistical
 def test_fit__a_skewed_covariance_spike_just_above_the_edge_is_a_stable_component() -> None:
     # accuracy.py S17 trial 4 (a 25 % cluster and a chi-square(1) spike, d = 800, n = 1200,
     # sigma^2 = 1.2): the spike's factor drew a sample variance 16 % under its mean and its

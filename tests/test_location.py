@@ -17,6 +17,7 @@ def shifted_scores(n: int, k: int = 2, frac: float = 0.1, shift: float = 8.0, se
     return T, m
 
 
+@pytest.mark.statistical
 @pytest.mark.parametrize("n", [300, 3 * MCD_MAX_SAMPLES])
 def test_robust_inlier_weights__drop_the_shifted_cluster_keep_the_inliers(n):
     T, m = shifted_scores(n)
@@ -26,6 +27,7 @@ def test_robust_inlier_weights__drop_the_shifted_cluster_keep_the_inliers(n):
     assert 0.95 < w[m:].mean() < 0.995  # about the 97.5 % chi-square quantile of the inliers
 
 
+@pytest.mark.statistical
 def test_robust_inlier_weights__large_n_fits_the_mcd_to_a_seeded_subsample(monkeypatch):
     seen: list[int] = []
     fit = MinCovDet.fit
@@ -116,6 +118,7 @@ def test_candidate_location__a_direction_carrying_clusters_found_elsewhere_gets_
     assert abs(loc.offsets[1] - T[400:, 1].mean()) < 1e-12
 
 
+@pytest.mark.statistical
 def test_candidate_location__two_clusters_merged_along_one_direction_are_split_along_another():
     # clusters 1 and 2 coincide along direction 0 (where the groups are found) and sit
     # 12 units apart along direction 1
@@ -136,6 +139,7 @@ def test_candidate_location__two_clusters_merged_along_one_direction_are_split_a
     assert sorted(majority.tolist()) == [1, 2, 3]  # clusters 1 and 2 in different groups
 
 
+@pytest.mark.statistical
 def test_candidate_location__unimodal_skewed_scores_keep_the_sample_mean():
     # a skewed covariance PC (genotype-like) must not drag the location: Johnson SU fits it
     rng = np.random.default_rng(2)
@@ -155,6 +159,7 @@ def test_candidate_location__equal_clusters_on_both_sides_give_two_groups():
     assert abs(loc.offsets[0] - (t[200:] - t.mean()).mean()) < 0.2
 
 
+@pytest.mark.statistical
 def test_candidate_location__large_n_fits_a_capped_subsample_and_is_reproducible():
     # paper scaling at large n: per sample the cluster overlaps the inliers (2.5 sd), in
     # aggregate it is obvious; the fits see TEST_MAX_SAMPLES rows
@@ -168,6 +173,7 @@ def test_candidate_location__large_n_fits_a_capped_subsample_and_is_reproducible
     assert abs(a.offsets[0] - T[6000:, 0].mean()) < 0.05
 
 
+@pytest.mark.statistical
 def test_candidate_location__large_n_decides_on_every_score_a_cluster_the_subsample_misses():
     # paper scaling at n = 100 000 puts a 10 % cluster 1.7 noise sd from the inliers: on the
     # 4 000-score test subsample no mixture wins, on every score it wins by a wide margin
@@ -186,6 +192,7 @@ def test_candidate_location__large_n_decides_on_every_score_a_cluster_the_subsam
     assert loc.groups[: n // 10, 0].mean() > 10 * loc.groups[n // 10 :, 0].mean()
 
 
+@pytest.mark.statistical
 def test_candidate_location__large_n_gaussian_or_skewed_scores_get_no_group():
     rng = np.random.default_rng(0)
     n = 50_000
@@ -337,6 +344,7 @@ def _chi2_spikes_two_clusters_scores(seed: int):
     return T, model
 
 
+@pytest.mark.statistical
 def test_candidate_location__a_density_mode_in_a_skewed_tail_is_not_a_group():
     # accuracy.py S8 trial 1: chi-square(1) spikes; the kernel density along the top spike
     # (bandwidth from its narrow interquartile range) showed a mode of 40 inliers in its tail
@@ -348,6 +356,7 @@ def test_candidate_location__a_density_mode_in_a_skewed_tail_is_not_a_group():
     assert {int(np.argmax(np.bincount(labels[g], minlength=3))) for g in G.T} == {1, 2}
 
 
+@pytest.mark.statistical
 def test_candidate_location__groups_take_no_inliers_from_a_skewed_pcs_tail():
     # accuracy.py S8 trial 8: the 8 % cluster's group, cut along a direction that carries a
     # chi-square(1) spike, held 50 inliers from the spike's tail (then 46 % of the spike's
@@ -362,6 +371,7 @@ def test_candidate_location__groups_take_no_inliers_from_a_skewed_pcs_tail():
         assert counts[1:].max() >= 0.95 * np.bincount(labels)[np.argmax(counts)]
 
 
+@pytest.mark.statistical
 def test_candidate_location__a_chance_dip_in_a_skewed_tail_is_not_a_group():
     # accuracy.py S6 trial 32 (no contamination, two chi-square(1) spikes): the kernel
     # density along the second spike dipped in its sparse tail, and the 41 samples beyond
@@ -389,6 +399,7 @@ def test_chance_gaps__a_gap_before_a_separated_cluster_is_no_chance():
     assert cuts is not None and not _chance_gaps(t, cuts).any()
 
 
+@pytest.mark.statistical
 @pytest.mark.parametrize("seed", range(3))
 def test_candidate_location__a_small_separated_cluster_stays_a_group(seed):
     # a density group is confirmed whatever its weight (a 3 % cluster is below the mixture
@@ -402,6 +413,7 @@ def test_candidate_location__a_small_separated_cluster_stays_a_group(seed):
     assert G[:45, 0].sum() >= 43 and G[45:, 0].sum() <= 2
 
 
+@pytest.mark.statistical
 def test_candidate_location__skewed_spikes_alone_get_no_group_from_a_projection():
     # accuracy.py S2 trial 34: no cluster; a kurtosis-minimising projection of two skewed
     # spikes fitted a mixture (evidence 4.9) whose components were the spikes' tails

@@ -223,6 +223,7 @@ def test_mean_cov_shift_data__shifts_the_covariance_of_every_member():
     assert np.count_nonzero(np.abs(extra[members]).max(axis=1) > 0) == members.sum() == 20
 
 
+@pytest.mark.integration
 def test_run__quick_mode_writes_every_result(tmp_path):
     # the timeout only stops a hung run: tests never judge wall-clock time (the new location
     # step made --quick take 105 s on a loaded 2-core machine, against 40 s asserted before)

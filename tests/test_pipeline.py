@@ -44,6 +44,9 @@ from mspca_dask.genomics.cli import _sigterm_raises, _Terminated  # noqa: E402
 from mspca_dask.genomics.job import OUTPUTS, _job_lock  # noqa: E402
 from mspca_dask.io import is_complete  # noqa: E402
 
+# whole genomics jobs: the integration set (`pytest -m integration`)
+pytestmark = pytest.mark.integration
+
 REPO = Path(__file__).resolve().parents[1]
 
 
