@@ -66,6 +66,50 @@ class LDConfig:
 
 
 @dataclass(frozen=True)
+class SampleSet:
+    """Samples given one of four ways, as ``[reference]`` and ``[fit]`` both take them.
+
+    Resolved against a store by :func:`mspca_dask.genomics.reference.resolve_samples`.
+    """
+
+    samples: tuple[str, ...] | None = None
+    samples_file: Path | None = None
+    variable: str | None = None
+    metadata_column: str | None = None
+    metadata_values: tuple[str, ...] | None = None
+
+    @property
+    def mode(self) -> str:
+        """``"samples"``, ``"file"``, ``"variable"``, ``"metadata"`` or ``"auto"`` (none)."""
+        if self.samples is not None:
+            return "samples"
+        if self.samples_file is not None:
+            return "file"
+        if self.variable is not None:
+            return "variable"
+        if self.metadata_column is not None:
+            return "metadata"
+        return "auto"
+
+
+@dataclass(frozen=True)
+class FitConfig(SampleSet):
+    """``[fit]``: the samples MS-PCA is fitted on; every other sample that passes QC is
+    projected onto the fitted components (:mod:`mspca_dask.genomics.projection`).
+
+    A job without the section fits every sample that passes QC, as jobs did before it.
+    """
+
+    #: ``samples = "reference"``: fit on the reference set of ``[reference]``.
+    reference: bool = False
+
+    @property
+    def mode(self) -> str:
+        """``"reference"`` or one of :attr:`SampleSet.mode`."""
+        return "reference" if self.reference else super().mode
+
+
+@dataclass(frozen=True)
 class JobConfig:
     """A validated job, with paths resolved against the config file's directory.
 
@@ -105,6 +149,7 @@ class JobConfig:
     compare_all_sample_centring: bool = False
     simulate: SimulateConfig | None = None
     ld: LDConfig | None = None
+    fit: FitConfig | None = None
     config_path: Path | None = None
     fit_options: dict[str, Any] = field(default_factory=dict)
 
@@ -122,14 +167,27 @@ class JobConfig:
             return "metadata"
         return "auto"
 
+    @property
+    def reference_set(self) -> SampleSet:
+        """The ``[reference]`` keys as a :class:`SampleSet`."""
+        return SampleSet(
+            self.reference_samples,
+            self.reference_samples_file,
+            self.reference_variable,
+            self.reference_metadata_column,
+            self.reference_metadata_values,
+        )
+
     def fingerprint_params(self) -> dict[str, Any]:
         """Everything that changes the result (not overwrite, scheduler, or workers)."""
         d = dataclasses.asdict(self)
         for k in ("overwrite", "scheduler", "workers", "config_path", "output_dir", "name"):
             d.pop(k)
         d.pop("memory_budget")  # where the compact matrix lives and what a pass holds, not results
-        for k in ("allow_missing_chunks", "fit_options", "ld"):  # recorded only when used, so the
-            if not d[k]:  # fingerprints of jobs that do not use them stay as they were
+        # recorded only when used, so the fingerprints of jobs that do not use them stay as
+        # they were
+        for k in ("allow_missing_chunks", "fit_options", "ld", "fit"):
+            if not d[k]:
                 d.pop(k)
         return json.loads(json.dumps(d, default=str))
 
@@ -147,7 +205,7 @@ class JobConfig:
         raw : mapping
             ``{"job": {...}, "input": {...}, "reference": {...}, "qc": {...}, "pca": {...},
             "compute": {...}, "output": {...}, "report": {...}, "simulate": {...},
-            "ld": {...}}``.
+            "ld": {...}, "fit": {...}}``.
         base : Path, optional
             Directory that relative paths are resolved against (the config file's).
 
@@ -178,6 +236,8 @@ class JobConfig:
             values["simulate"] = _simulate_config(sections["simulate"])
         if "ld" in sections:
             values["ld"] = _ld_config(sections["ld"], base)
+        if "fit" in sections:
+            values["fit"] = _fit_config(sections["fit"], inp, sections.get("reference", {}), base)
         cfg = cls(**values)
         if cfg.color_by is not None and cfg.sample_metadata is None:
             raise ConfigError("color_by needs [input] sample_metadata (the file with that column)")
@@ -347,6 +407,7 @@ _RULED: dict[str, set[str]] = {
     "pca": set(config_keys()),
     "simulate": {f.name for f in dataclasses.fields(SimulateConfig)},
     "ld": {"enabled", "window_kb", "r2", "exclude_regions"},
+    "fit": {"samples", "samples_file", "variable", "metadata_column", "metadata_values"},
 }
 
 _SECTIONS = {s: set(_FIELDS.get(s, {})) | _RULED.get(s, set()) for s in [*_FIELDS, *_RULED]}
@@ -400,26 +461,33 @@ def _output_dir(out: Mapping[str, Any], base: Path) -> Path:
     return _path(value, "[output] dir", base)
 
 
-def _reference_rules(ref: Mapping[str, Any], inp: Mapping[str, Any], scale: str | None) -> str:
-    """Check the ``[reference]`` keys against each other; returns the scale (default)."""
-    refs = [k for k in _REFERENCES if k in ref]
+def _sample_set_rules(section: str, body: Mapping[str, Any], inp: Mapping[str, Any]) -> list[str]:
+    """Check the keys of a sample set (``[reference]``, ``[fit]``) against each other;
+    returns those of :data:`_REFERENCES` given (at most one)."""
+    refs = [k for k in _REFERENCES if k in body]
     if len(refs) > 1:
         raise ConfigError(
-            f"[reference] takes only one of {', '.join(_REFERENCES)} (got {', '.join(refs)})"
+            f"[{section}] takes only one of {', '.join(_REFERENCES)} (got {', '.join(refs)})"
         )
-    if "metadata_column" in ref:
-        if "metadata_values" not in ref:
+    if "metadata_column" in body:
+        if "metadata_values" not in body:
             raise ConfigError(
-                "[reference] metadata_column needs metadata_values, e.g. "
+                f"[{section}] metadata_column needs metadata_values, e.g. "
                 'metadata_column = "population" and metadata_values = ["CEU"]'
             )
         if "sample_metadata" not in inp:
             raise ConfigError(
-                "[reference] metadata_column needs [input] sample_metadata (the file that "
+                f"[{section}] metadata_column needs [input] sample_metadata (the file that "
                 "holds that column)"
             )
-    elif "metadata_values" in ref:
-        raise ConfigError("[reference] metadata_values needs metadata_column")
+    elif "metadata_values" in body:
+        raise ConfigError(f"[{section}] metadata_values needs metadata_column")
+    return refs
+
+
+def _reference_rules(ref: Mapping[str, Any], inp: Mapping[str, Any], scale: str | None) -> str:
+    """Check the ``[reference]`` keys against each other; returns the scale (default)."""
+    refs = _sample_set_rules("reference", ref, inp)
     if scale is None:
         return "reference" if refs else "all"
     if scale == "reference" and not refs:
@@ -428,6 +496,37 @@ def _reference_rules(ref: Mapping[str, Any], inp: Mapping[str, Any], scale: str 
             "variable or metadata_column); without one the scale comes from all samples"
         )
     return scale
+
+
+def _fit_config(
+    body: Mapping[str, Any], inp: Mapping[str, Any], ref: Mapping[str, Any], base: Path
+) -> FitConfig:
+    """``[fit]``: exactly one way of giving the fitted samples, or ``samples = "reference"``."""
+    given = _sample_set_rules("fit", body, inp)
+    if not given:
+        raise ConfigError(
+            f"[fit] needs one of {', '.join(_REFERENCES)}: the samples to fit on, e.g. "
+            'samples = "reference" or samples_file = "unrelated.txt"'
+        )
+    if body.get("samples") == "reference":
+        if not any(k in ref for k in _REFERENCES):
+            raise ConfigError(
+                '[fit] samples = "reference" needs a reference set in [reference] (samples, '
+                "samples_file, variable or metadata_column)"
+            )
+        return FitConfig(reference=True)
+    fields = _FIELDS["reference"]  # the same keys as [reference], parsed the same way
+    values: dict[str, Any] = {}
+    for key, value in body.items():
+        name, parse = fields[key]
+        name = name.removeprefix("reference_")
+        where = f"[fit] {key}"
+        if key == "samples" and isinstance(value, str):
+            raise ConfigError(
+                f'{where} must be a list of sample ids or "reference" (got {value!r})'
+            )
+        values[name] = _path(value, where, base) if parse is _path else parse(value, where)
+    return FitConfig(**values)
 
 
 def _pca(section: Mapping[str, Any]) -> dict[str, Any]:

@@ -14,7 +14,7 @@ from ..errors import (
     InputError,
 )
 from .cohort import VcfZarr
-from .config import JobConfig
+from .config import JobConfig, SampleSet
 
 
 def read_sample_metadata(path: Path, id_column: str) -> Any:
@@ -47,14 +47,18 @@ def _metadata_column(table: Any, column: str, sample_id: np.ndarray, path: Path)
     return np.asarray(values.fillna("unknown").astype(str), dtype=object)
 
 
-def _ids_to_mask(ids: Sequence[str], sample_id: np.ndarray, where: str) -> np.ndarray:
+def _ids_to_mask(
+    ids: Sequence[str],
+    sample_id: np.ndarray,
+    where: str,
+    what: str = "reference sample",
+    error: type[Exception] = InputError,
+) -> np.ndarray:
     index = {s: i for i, s in enumerate(sample_id.tolist())}
     unknown = [s for s in ids if s not in index]
     if unknown:
         shown = ", ".join(repr(s) for s in unknown[:5]) + (" ..." if len(unknown) > 5 else "")
-        raise InputError(
-            f"{len(unknown)} reference sample id(s) from {where} are not in the store: {shown}"
-        )
+        raise error(f"{len(unknown)} {what} id(s) from {where} are not in the store: {shown}")
     mask = np.zeros(len(sample_id), dtype=bool)
     mask[[index[s] for s in ids]] = True
     return mask
@@ -62,51 +66,109 @@ def _ids_to_mask(ids: Sequence[str], sample_id: np.ndarray, where: str) -> np.nd
 
 def resolve_reference(cfg: JobConfig, vz: VcfZarr, metadata: Any) -> tuple[np.ndarray | None, str]:
     """The reference samples as a boolean mask (None for ``auto``) and a description."""
-    mode = cfg.reference_mode
-    if mode == "auto":
+    if cfg.reference_mode == "auto":
         return None, (
             "no reference set given; location estimated robustly by mspca_dask.fit "
             "(location='auto', mean of the inliers in the leading-score space), scale from "
             "all samples"
         )
+    return resolve_samples(cfg.reference_set, "reference", vz, metadata, cfg.sample_metadata)
+
+
+def resolve_fit_samples(
+    cfg: JobConfig, vz: VcfZarr, metadata: Any, reference: np.ndarray | None
+) -> tuple[np.ndarray | None, str]:
+    """``[fit]``: the samples MS-PCA is fitted on as a mask (None: every sample), described.
+
+    Every problem is a :class:`ConfigError` naming the ``[fit]`` key, raised before any pass:
+    unknown ids, a non-boolean variable, fewer than 2 samples, or fewer than 2 reference
+    samples among them (the reference frequencies come from the fitted samples only).
+    """
+    fit = cfg.fit
+    if fit is None:
+        return None, "every sample that passes QC"
+    if fit.reference:
+        assert reference is not None
+        mask, desc = reference.copy(), "the reference set"
+    else:
+        mask, desc = resolve_samples(
+            fit, "fit", vz, metadata, cfg.sample_metadata, error=ConfigError
+        )
+    if reference is not None and int((reference & mask).sum()) < 2:
+        raise ConfigError(
+            f"[fit] {_KEYS[fit.mode]} leaves {int((reference & mask).sum())} reference "
+            f"sample(s) among the fitted ones ({desc}); the reference frequencies come from "
+            "the fitted samples, so at least 2 of them must be in the reference set"
+        )
+    return mask, desc
+
+
+#: The key of a sample set that gives it, per :attr:`SampleSet.mode`.
+_KEYS = {
+    "samples": "samples",
+    "reference": "samples",
+    "file": "samples_file",
+    "variable": "variable",
+    "metadata": "metadata_column",
+}
+
+
+def resolve_samples(
+    spec: SampleSet,
+    section: str,
+    vz: VcfZarr,
+    metadata: Any,
+    sample_metadata: Path | None,
+    *,
+    error: type[Exception] = InputError,
+) -> tuple[np.ndarray, str]:
+    """The samples of ``spec`` (``[reference]`` or ``[fit]``) as a boolean mask, described.
+
+    ``error`` is raised for ids not in the store, a non-boolean variable, or fewer than 2
+    samples; its message names the key of ``[section]``.
+    """
+    mode = spec.mode
+    key = f"[{section}] {_KEYS.get(mode, mode)}"
+    what = "reference sample" if section == "reference" else f"{section} sample"
     if mode == "samples":
-        assert cfg.reference_samples is not None
-        mask = _ids_to_mask(cfg.reference_samples, vz.sample_id, "[reference] samples")
+        assert spec.samples is not None
+        mask = _ids_to_mask(spec.samples, vz.sample_id, key, what, error)
         desc = f"{int(mask.sum())} sample ids listed in the config"
     elif mode == "file":
-        assert cfg.reference_samples_file is not None
+        assert spec.samples_file is not None
         try:
-            lines = cfg.reference_samples_file.read_text().splitlines()
+            lines = spec.samples_file.read_text().splitlines()
         except OSError as exc:
-            raise ConfigError(f"could not read {cfg.reference_samples_file}: {exc}") from exc
+            raise ConfigError(f"could not read {spec.samples_file} ({key}): {exc}") from exc
         ids = [ln.strip() for ln in lines if ln.strip() and not ln.lstrip().startswith("#")]
-        mask = _ids_to_mask(ids, vz.sample_id, str(cfg.reference_samples_file))
-        desc = f"{int(mask.sum())} sample ids from {cfg.reference_samples_file}"
+        mask = _ids_to_mask(ids, vz.sample_id, f"{spec.samples_file} ({key})", what, error)
+        desc = f"{int(mask.sum())} sample ids from {spec.samples_file}"
     elif mode == "variable":
-        assert cfg.reference_variable is not None
-        values = vz.sample_variable(cfg.reference_variable)
+        assert spec.variable is not None
+        values = vz.sample_variable(spec.variable)
         if values.dtype.kind != "b":
-            raise InputError(
-                f"the reference variable {cfg.reference_variable!r} must be boolean (got "
+            raise error(
+                f"the {section} variable {spec.variable!r} ({key}) must be boolean (got "
                 f"dtype {values.dtype})"
             )
         mask = values.astype(bool)
-        desc = f"store variable {cfg.reference_variable!r} ({int(mask.sum())} samples)"
+        desc = f"store variable {spec.variable!r} ({int(mask.sum())} samples)"
     else:
-        assert cfg.reference_metadata_column is not None and cfg.sample_metadata is not None
-        assert cfg.reference_metadata_values is not None
-        col = _metadata_column(
-            metadata, cfg.reference_metadata_column, vz.sample_id, cfg.sample_metadata
-        )
-        mask = np.isin(col, list(cfg.reference_metadata_values))
+        assert spec.metadata_column is not None and sample_metadata is not None
+        assert spec.metadata_values is not None
+        col = _metadata_column(metadata, spec.metadata_column, vz.sample_id, sample_metadata)
+        mask = np.isin(col, list(spec.metadata_values))
         desc = (
-            f"{cfg.reference_metadata_column} in "
-            f"{list(cfg.reference_metadata_values)} ({int(mask.sum())} samples, "
-            f"{cfg.sample_metadata.name})"
+            f"{spec.metadata_column} in "
+            f"{list(spec.metadata_values)} ({int(mask.sum())} samples, "
+            f"{sample_metadata.name})"
         )
     if mask.sum() < 2:
-        raise InputError(
-            f"the reference set has {int(mask.sum())} sample(s) ({desc}); at least 2 are needed "
-            "to estimate allele frequencies"
+        purpose = (
+            "to estimate allele frequencies" if section == "reference" else f"({key}) to fit on"
+        )
+        raise error(
+            f"the {section} set has {int(mask.sum())} sample(s) ({desc}); at least 2 are "
+            f"needed {purpose}"
         )
     return mask, desc
