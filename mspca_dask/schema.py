@@ -410,7 +410,17 @@ STRING_KINDS = "OUST"
 GENOMICS_VARIABLES: dict[str, VariableSpec] = {
     "sample_id": VariableSpec(("samples",), STRING_KINDS, True, "Sample ids of the store."),
     "sample_included": VariableSpec(
-        ("samples",), "b", True, "True if the sample passed QC and was analysed."
+        ("samples",),
+        "b",
+        True,
+        "True if the sample passed QC and has a score: fitted, or (with [fit]) projected.",
+    ),
+    "sample_fitted": VariableSpec(
+        ("samples",),
+        "b",
+        False,
+        "True for the samples the PCA was fitted on ([fit]; the other included samples were "
+        "projected onto it). Absent without [fit]: every included sample was fitted.",
     ),
     "sample_is_reference": VariableSpec(
         ("samples",),
@@ -583,6 +593,18 @@ GENOMICS_ATTRS: dict[str, AttrSpec] = {
         "int", False, "Largest |loadings| per PC counted by the LD diagnostic."
     ),
     "ld_window_bp": AttrSpec("int", False, "Window length of the LD diagnostic (base pairs)."),
+    "fit_description": AttrSpec("str", False, "[fit]: which samples the PCA was fitted on."),
+    "n_samples_projected": AttrSpec(
+        "int", False, "[fit]: samples that passed QC and were projected, not fitted."
+    ),
+    "projection_method": AttrSpec(
+        "str", False, "[fit]: how the projected samples were scored ('corrected' or 'plain')."
+    ),
+    "projection_shrinkage_factor": AttrSpec(
+        "str",
+        False,
+        "[fit]: the shrinkage factor per PC (PC1 first, JSON) that corrected scores divide by.",
+    ),
     "model_fit_warning": AttrSpec(
         "str", False, "The fit's ModelFitWarning(s), one per line (the log carries them too)."
     ),

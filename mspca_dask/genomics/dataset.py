@@ -6,6 +6,7 @@ import json
 import os
 import platform
 from collections.abc import Mapping
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -43,12 +44,30 @@ AXES_NOTE = (
 )
 
 
-def _passes_detail(n_passes: int, an: Analysis) -> str:
-    """``"QC, statistics and compaction 2 + MS-PCA fit 2 (+ all-sample-centring comparison 2)"``."""
+@dataclass(frozen=True)
+class FitSplit:
+    """``[fit]``: which samples were fitted, and the scores of those projected onto the fit."""
+
+    description: str  # of the [fit] set
+    scores: np.ndarray  # (n_projected, K): the rows of QCResult.projected, in store order
+    method: str  # the projection method (mspca_dask.genomics.projection.PROJECTION_METHODS)
+    shrinkage: np.ndarray  # (K,) the factors the corrected scores were divided by
+
+    @property
+    def n_passes(self) -> int:
+        """The projection's pass over the store (none when nothing was projected)."""
+        return int(len(self.scores) > 0)
+
+
+def _passes_detail(n_passes: int, an: Analysis, split: FitSplit | None = None) -> str:
+    """``"QC, statistics and compaction 2 + MS-PCA fit 2 (+ all-sample-centring comparison 2)
+    (+ projection 1)"``."""
     fit = int(an.result.n_passes)
     comp = int(an.comparison["result"].n_passes) if an.comparison is not None else 0
-    text = f"QC, statistics and compaction {int(n_passes) - fit - comp} + MS-PCA fit {fit}"
-    return text + (f" + all-sample-centring comparison {comp}" if comp else "")
+    proj = 0 if split is None else split.n_passes
+    text = f"QC, statistics and compaction {int(n_passes) - fit - comp - proj} + MS-PCA fit {fit}"
+    text += f" + all-sample-centring comparison {comp}" if comp else ""
+    return text + (f" + projection {proj}" if proj else "")
 
 
 def _centring_this_run(a: Mapping[str, Any]) -> str:
@@ -113,14 +132,24 @@ def build_dataset(
     job_fp: str,
     timings: dict[str, float],
     n_passes: int,
+    fit_split: FitSplit | None = None,
 ) -> xr.Dataset:
-    """Assemble the output Dataset (:data:`GENOMICS_VARIABLES`) and validate it."""
+    """Assemble the output Dataset (:data:`GENOMICS_VARIABLES`) and validate it.
+
+    With ``fit_split`` (``[fit]``), the projected samples get their scores too and count as
+    included; ``sample_fitted`` says which samples the fit used.
+    """
     import xarray as xr
 
     res = an.result
     N, V, K = vz.n_samples, vz.n_variants, res.n_components
     scores = np.full((N, K), np.nan)
     scores[qc.sample_keep] = res.scores
+    included = qc.sample_keep
+    if fit_split is not None:
+        assert qc.projected is not None
+        scores[qc.projected] = fit_split.scores
+        included = qc.sample_keep | qc.projected
     loadings = np.full((V, K), np.nan)
     loadings[qc.variant_keep] = np.asarray(res.eigenvectors).T
     ref_freq = np.full(V, np.nan)
@@ -129,7 +158,7 @@ def build_dataset(
     s = qc.stats
     data: dict[str, Any] = {
         "sample_id": (("samples",), str_objects(vz.sample_id)),
-        "sample_included": (("samples",), qc.sample_keep),
+        "sample_included": (("samples",), included),
         "sample_is_reference": (("samples",), ref_mask),
         "sample_call_rate": (("samples",), qc.sample_call_rate),
         "sample_score": (("samples", "component"), scores),
@@ -165,6 +194,8 @@ def build_dataset(
             "ld_region_warning": (("component",), ld.flagged),
         }
     )
+    if fit_split is not None:
+        data["sample_fitted"] = (("samples",), qc.sample_keep)
     if vz.family_id is not None:
         data["sample_family_id"] = (("samples",), str_objects(vz.family_id))
     if labels is not None:
@@ -206,12 +237,19 @@ def build_dataset(
         "n_variants_analysed": int(res.n_features),
         "n_imputed_calls": int(an.n_imputed_calls),
         "n_passes": int(n_passes),
-        "n_passes_detail": _passes_detail(n_passes, an),
+        "n_passes_detail": _passes_detail(n_passes, an, fit_split),
         "axes": AXES_NOTE,
         "centring_note": CENTRING_NOTE,
         "ld_top_variants": int(ld.n_top),
         "ld_window_bp": int(ld.window_bp),
     }
+    if fit_split is not None:
+        attrs["fit_description"] = fit_split.description
+        attrs["n_samples_projected"] = int(len(fit_split.scores))
+        attrs["projection_method"] = fit_split.method
+        attrs["projection_shrinkage_factor"] = json.dumps(
+            np.asarray(fit_split.shrinkage, float).tolist()
+        )
     if an.fit_warnings:
         attrs["model_fit_warning"] = "\n".join(an.fit_warnings)
     if an.comparison is not None:
@@ -265,12 +303,14 @@ def validate_genomics_dataset(ds: xr.Dataset) -> None:
         ``ds`` is not an ``xarray.Dataset``.
     """
     GENOMICS_SCHEMA.validate(ds)
-    n_inc = int(np.asarray(ds["sample_included"]).sum())
+    fitted = "sample_fitted" if "sample_fitted" in ds else "sample_included"  # [fit] or not
+    n_inc = int(np.asarray(ds[fitted]).sum())
     d_inc = int(np.asarray(ds["variant_included"]).sum())
     if n_inc != ds.attrs["n_samples_analysed"] or d_inc != ds.attrs["n_variants_analysed"]:
         raise InputError(
             f"the genomics result says n = {ds.attrs['n_samples_analysed']}, d = "
-            f"{ds.attrs['n_variants_analysed']} but includes {n_inc} samples and {d_inc} variants"
+            f"{ds.attrs['n_variants_analysed']} but fits {n_inc} samples and includes {d_inc} "
+            "variants"
         )
 
 

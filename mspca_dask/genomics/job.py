@@ -34,14 +34,21 @@ from .dataset import (
     AXES_NOTE,
     CENTRING_NOTE,
     RESULT_NAME,
+    FitSplit,
     _centring_this_run,
     build_dataset,
     ld_lines,
     pc_names,
 )
 from .plink_out import PLINK2_FILES, SCORE_COMMAND, write_plink2_files
-from .qc import run_qc
-from .reference import _metadata_column, read_sample_metadata, resolve_reference
+from .projection import project_dosage, spectrum_shrinkage
+from .qc import QCResult, run_qc
+from .reference import (
+    _metadata_column,
+    read_sample_metadata,
+    resolve_fit_samples,
+    resolve_reference,
+)
 from .report import write_report
 from .simulate import simulate_cohort
 from .sources import input_fingerprint, open_genotypes
@@ -85,6 +92,8 @@ def job_fingerprint(cfg: JobConfig, input_fp: str) -> str:
         "mspca_dask": mspca_dask.__version__,
         "schema": GENOMICS_SCHEMA_VERSION,
     }
+    if cfg.fit is not None and cfg.fit.samples_file is not None:  # only then: the
+        doc["fit_samples_file"] = _file_hash(cfg.fit.samples_file)  # others' stay as they were
     return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()
 
 
@@ -285,6 +294,18 @@ def _compute(
         cfg.reference_mode,
         ref_desc,
     )
+    fit, fit_desc = resolve_fit_samples(cfg, vz, metadata, reference)
+    if fit is not None and reference is not None and not (reference <= fit).all():
+        ref_desc += (
+            f"; {int((reference & fit).sum())} of them fitted, whose frequencies centre the data"
+        )
+    if fit is not None:
+        logger.info(
+            "fit on %d samples (%s); the other %d are projected onto its components",
+            int(fit.sum()),
+            fit_desc,
+            int((~fit).sum()),
+        )
     timings["open"] = time.perf_counter() - t0
     with (
         job_scheduler(cfg.scheduler, cfg.workers) as scheduler,
@@ -292,24 +313,32 @@ def _compute(
     ):
         executor = Executor(scheduler=scheduler)
         t0 = time.perf_counter()
-        qc = run_qc(cfg, vz, reference, executor, ws)
+        qc = run_qc(cfg, vz, reference, executor, ws, fit=fit)
         timings["statistics"] = time.perf_counter() - t0
         logger.info("QC: %s", json.dumps(qc.counts))
         t0 = time.perf_counter()
         an = analyse(cfg, vz, qc, scheduler, ws)
         timings["fit"] = time.perf_counter() - t0
+        split = None
+        projector = Executor(scheduler=scheduler)
+        if fit is not None:
+            t0 = time.perf_counter()
+            split = _project_rest(vz, qc, an, fit_desc, projector)
+            timings["project"] = time.perf_counter() - t0
     res = an.result
     passes = (
         *(p.as_dict() for p in executor.passes),
         *an.compaction_passes,
         *res.passes,
         *(an.comparison["result"].passes if an.comparison is not None else ()),
+        *(p.as_dict() for p in projector.passes),
     )
     n_passes = (
         qc.n_passes
         + an.n_raw_passes
         + res.n_passes
         + (an.comparison["result"].n_passes if an.comparison is not None else 0)
+        + len(projector.passes)
     )
     share = an.variance_explained
     logger.info("total variance %.6g (the sum of all eigenvalues)", an.total_variance)
@@ -333,6 +362,7 @@ def _compute(
         job_fp=job_fp,
         timings=timings,
         n_passes=n_passes,
+        fit_split=split,
     )
     lines, warnings = ld_lines(ds)
     for line in lines:
@@ -340,6 +370,49 @@ def _compute(
     for line in warnings:
         logger.warning("LD diagnostic: %s", line)
     return ds, an, passes
+
+
+def _project_rest(
+    vz: Any, qc: QCResult, an: Analysis, description: str, executor: Executor
+) -> FitSplit:
+    """``[fit]``: the samples that passed QC but were not fitted, projected onto the fit.
+
+    The corrected scores of :mod:`mspca_dask.genomics.projection` (its default): the plain
+    score ``Σ_v (g_v − P p_v) / s_v · L_vk`` with the fit's centre, scale and loadings,
+    divided by the shrinkage factor ``ρ_k`` of the fitted spectrum, which puts the projected
+    samples on the fitted samples' scale.  One pass over the raw store, of those samples.
+    """
+    assert qc.projected is not None
+    res = an.result
+    rho = spectrum_shrinkage(
+        np.asarray(res.eigenvalues, float),
+        int(res.n_features),
+        int(res.n_samples),
+        float(res.noise_variance),
+    )
+    loadings = np.asarray(res.eigenvectors, float).T  # (d, K)
+    n_proj = int(qc.projected.sum())
+    if n_proj == 0:
+        scores = np.empty((0, loadings.shape[1]))
+    else:
+        scores = project_dosage(
+            vz.dosage[qc.variant_keep][:, qc.projected],
+            an.centre_frequency,
+            an.scale,
+            loadings,
+            ploidy=vz.ploidy,
+            shrinkage=rho,
+            method="corrected",
+            executor=executor,
+        )
+    logger.info(
+        "fitted %d samples (%s), projected %d (corrected scores; shrinkage factors %s)",
+        int(qc.sample_keep.sum()),
+        description,
+        n_proj,
+        " ".join(f"PC{k + 1} {r:.3g}" for k, r in enumerate(rho)),
+    )
+    return FitSplit(description, scores, "corrected", rho)
 
 
 def pc_table(ds: xr.Dataset) -> str:
@@ -389,6 +462,7 @@ def _write_outputs(ds: xr.Dataset, an: Analysis, directory: Path, cfg: JobConfig
     )
     (directory / "summary.txt").write_text(
         f"{CENTRING_NOTE}\n\n{_centring_this_run(a)}\n{AXES_NOTE}\n\n"
+        f"{_fit_line(a)}"
         f"passes over the genotypes: {a['n_passes']} ({a['n_passes_detail']}); the MS-PCA "
         f"summary below counts the fit's own {an.result.n_passes}\n\n"
         f"total variance {a['total_variance']:.6g} (the sum of all eigenvalues); variance: "
@@ -401,3 +475,14 @@ def _write_outputs(ds: xr.Dataset, an: Analysis, directory: Path, cfg: JobConfig
     if cfg.report:
         write_report(ds, an, directory)
     write_dataset_atomic(ds, directory / RESULT_NAME)
+
+
+def _fit_line(a: Any) -> str:
+    """With ``[fit]``: how many samples were fitted and projected (a paragraph), else ``""``."""
+    if "n_samples_projected" not in a:
+        return ""
+    return (
+        f"fitted on {a['n_samples_analysed']} samples ({a['fit_description']}); "
+        f"{a['n_samples_projected']} more projected onto the fitted components "
+        f"({a['projection_method']} scores; sample_fitted says which)\n\n"
+    )

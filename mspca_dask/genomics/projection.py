@@ -66,7 +66,15 @@ import numpy as np
 from ..errors import InputError, ParameterError, ResultExistsError
 from . import preprocess
 
-__all__ = ["project", "match_variants", "VariantMatch", "PROJECTION_METHODS", "shrinkage_factors"]
+__all__ = [
+    "project",
+    "project_dosage",
+    "match_variants",
+    "VariantMatch",
+    "PROJECTION_METHODS",
+    "shrinkage_factors",
+    "spectrum_shrinkage",
+]
 
 #: ``method`` of :func:`project`: divide by the shrinkage factors, or not.
 PROJECTION_METHODS = ("corrected", "plain")
@@ -326,13 +334,18 @@ def project(
     if m.flip.any():
         f = da.from_array(m.flip, chunks=(g.chunks[0],))
         g = da.blockwise(_flip_block, "vs", g, "vs", f, "v", ploidy=P, dtype=g.dtype)
-    z = preprocess.standardize(g, P * centre[m.result_index], scale[m.result_index])
-    L = loadings[m.result_index]
-    scores = Executor(scheduler=scheduler).run("projection", {"scores": z @ L})["scores"]
-    K = scores.shape[1]
     rho = shrinkage_factors(ds)
-    if method == "corrected":
-        scores = np.asarray(scores, float) / rho
+    scores = project_dosage(
+        g,
+        centre[m.result_index],
+        scale[m.result_index],
+        loadings[m.result_index],
+        ploidy=P,
+        shrinkage=rho,
+        method=method,
+        executor=Executor(scheduler=scheduler),
+    )
+    K = scores.shape[1]
     logger.info(
         "projection: %s scores (shrinkage factors %s)",
         method,
@@ -375,6 +388,39 @@ def project(
     return res_ds
 
 
+def project_dosage(
+    dosage: da.Array,
+    centre: np.ndarray,
+    scale: np.ndarray,
+    loadings: np.ndarray,
+    *,
+    ploidy: int,
+    shrinkage: np.ndarray,
+    method: str = "corrected",
+    executor: Any,
+) -> np.ndarray:
+    """``(n, K)`` scores of the samples of ``dosage`` in one pass: plain, or corrected.
+
+    Parameters
+    ----------
+    dosage : (d, n) dask array
+        The result's analysed variants (rows, in its order) of the samples to project; NaN
+        for a missing call, imputed at the centre (it contributes 0).
+    centre, scale : (d,) ndarray
+        Centre frequency ``p`` and scale ``s`` of each variant.
+    loadings : (d, K) ndarray
+    ploidy : int
+    shrinkage : (K,) ndarray
+        ``ρ_k`` (:func:`shrinkage_factors`); the corrected score is the plain one over it.
+    method : {"corrected", "plain"}
+    executor : mspca_dask._execution.Executor
+        Runs (and records) the pass, named ``"projection"``.
+    """
+    z = preprocess.standardize(dosage, ploidy * np.asarray(centre, float), scale)
+    scores = np.asarray(executor.run("projection", {"scores": z @ loadings})["scores"], float)
+    return scores / shrinkage if method == "corrected" else scores
+
+
 def shrinkage_factors(ds: Any) -> np.ndarray:
     """(K,) ``ρ_k``: how much new samples' plain scores on PC k shrink, from the fitted spectrum.
 
@@ -383,12 +429,23 @@ def shrinkage_factors(ds: Any) -> np.ndarray:
     ``ℓ_k = g⁻¹(λ_k / σ²)`` above the Marchenko–Pastur edge (Lee, Zou & Wright 2010), and
     ``√(σ² / λ_k)`` at or below it.
     """
+    a = ds.attrs
+    return spectrum_shrinkage(
+        np.asarray(ds["eigenvalue"].values, float),
+        int(a["n_variants_analysed"]),
+        int(a["n_samples_analysed"]),
+        float(a["noise_variance"]),
+    )
+
+
+def spectrum_shrinkage(
+    eigenvalues: np.ndarray, n_variants: int, n_samples: int, noise_variance: float
+) -> np.ndarray:
+    """(K,) ``ρ_k`` of :func:`shrinkage_factors` from a fit's spectrum, ``d`` and ``n``."""
     from ..rmt import score_shrinkage
 
-    a = ds.attrs
-    c = float(a["n_variants_analysed"]) / float(a["n_samples_analysed"])
-    lam = np.asarray(ds["eigenvalue"].values, float)
-    return np.asarray(score_shrinkage(lam, c, float(a["noise_variance"])), float)
+    c = float(n_variants) / float(n_samples)
+    return np.asarray(score_shrinkage(np.asarray(eigenvalues, float), c, noise_variance), float)
 
 
 def _write(ds: Any, out: Path, overwrite: bool) -> None:

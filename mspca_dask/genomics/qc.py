@@ -35,6 +35,8 @@ class QCResult:
     n_passes: int
     counts: dict[str, int]
     candidates: _compact.Candidates | None = None  # rows written by the statistics pass
+    #: (N,) bool: the samples projected onto the fit (``[fit]``: passed QC, not fitted)
+    projected: np.ndarray | None = None
 
     @property
     def kept_reference(self) -> np.ndarray | None:
@@ -83,18 +85,25 @@ def run_qc(
     reference: np.ndarray | None,
     executor: Executor,
     workspace: Path | None = None,
+    fit: np.ndarray | None = None,
 ) -> QCResult:
     """One statistics pass (two if samples fail the call-rate filter), then the filters.
 
     With a ``workspace`` directory and hard calls, the first pass also writes the candidate
     rows of the compact matrix there (``QCResult.candidates``), so that the fit needs no
     further read of the raw store.
+
+    With ``fit`` (``[fit]``: a mask of the samples to fit on), the call-rate filter still
+    judges every sample, and the variant statistics and filters are those of the fitted
+    samples that pass it (a second statistics pass): the fit is the one a job on those
+    samples alone would give, and the samples projected onto it (``QCResult.projected``, the
+    others that pass) play no part in the centre, the scale or the choice of variants.
     """
     N, V = vz.n_samples, vz.n_variants
     filt = None
     spill: tuple[_compact.CandidateFilter, Path] | None = None
     held = None
-    if workspace is not None and vz.calls is not None:
+    if workspace is not None and vz.calls is not None and fit is None:
         filt = _compact.CandidateFilter(cfg.min_maf, cfg.max_variant_missing, vz.ploidy, N)
         spill = (filt, workspace)
         if executor.shares_memory:
@@ -126,10 +135,23 @@ def run_qc(
         candidates = _compact.Candidates(workspace, np.asarray(out["candidate"]), chunks, N, held)
     stats = preprocess.GenotypeStats.from_pass(out, N, vz.ploidy)
     call_rate = stats.sample_call_rate(V)
-    keep_s = call_rate >= cfg.min_sample_call_rate
+    passed = call_rate >= cfg.min_sample_call_rate
+    keep_s = passed if fit is None else passed & fit
     n_passes = 1
     ref = reference
-    if not keep_s.all():
+    if fit is not None:
+        logger.info(
+            "QC: %d of %d samples have a call rate below %.3g; fitting on %d of the %d [fit] "
+            "samples that pass, projecting the other %d (second statistics pass, over the "
+            "fitted samples)",
+            int((~passed).sum()),
+            N,
+            cfg.min_sample_call_rate,
+            int(keep_s.sum()),
+            int(fit.sum()),
+            int((passed & ~fit).sum()),
+        )
+    elif not keep_s.all():
         logger.info(
             "QC: %d of %d samples have a call rate below %.3g and are excluded; recomputing "
             "the variant statistics without them (second statistics pass)",
@@ -137,10 +159,12 @@ def run_qc(
             N,
             cfg.min_sample_call_rate,
         )
+    if not keep_s.all():
         if keep_s.sum() < 2:
             raise InputError(
-                f"only {int(keep_s.sum())} sample(s) have a call rate >= "
-                f"{cfg.min_sample_call_rate}; lower [qc] min_sample_call_rate"
+                f"only {int(keep_s.sum())} sample(s){'' if fit is None else ' to fit on'} "
+                f"have a call rate >= {cfg.min_sample_call_rate}; lower [qc] "
+                "min_sample_call_rate"
             )
         sub_ref = None if ref is None else ref[keep_s]
         out = executor.run("genomics-statistics-2", _statistics(vz, keep_s, sub_ref))
@@ -187,15 +211,20 @@ def run_qc(
         keep_v &= ref_miss_ok
     counts["variants_analysed"] = int(keep_v.sum())
     counts["samples"] = N
-    counts["samples_low_call_rate"] = int((~keep_s).sum())
+    counts["samples_low_call_rate"] = int((~passed).sum())
     counts["samples_analysed"] = int(keep_s.sum())
+    projected = None
+    if fit is not None:
+        projected = passed & ~fit
+        counts["samples_fitted"] = int(keep_s.sum())
+        counts["samples_projected"] = int(projected.sum())
     if keep_v.sum() < 2:
         raise InputError(
             f"only {int(keep_v.sum())} of {V} variants pass QC (monomorphic "
             f"{counts['variants_monomorphic']}, MAF < {cfg.min_maf}: {counts['variants_low_maf']}, "
             f"missing > {cfg.max_variant_missing}: {counts['variants_high_missing']}); relax [qc]"
         )
-    return QCResult(stats, call_rate, keep_s, keep_v, ref, n_passes, counts, candidates)
+    return QCResult(stats, call_rate, keep_s, keep_v, ref, n_passes, counts, candidates, projected)
 
 
 _MISSING_ALLELES = frozenset(("", ".", "0", "-"))

@@ -434,6 +434,18 @@ def _report_html(ds: xr.Dataset, pngs: Mapping[str, bytes]) -> str:
         ("job fingerprint", a["job_fingerprint"]),
         ("reference", f"{a['reference_mode']}: {a['reference_description']}"),
         ("scale from", a["scale_from"]),
+        *(
+            [
+                (
+                    "samples fitted / projected",
+                    f"{a['n_samples_analysed']} fitted ({a['fit_description']}) / "
+                    f"{a['n_samples_projected']} projected ({a['projection_method']} scores, "
+                    "in the score plots with the fitted ones; sample_fitted says which)",
+                )
+            ]
+            if "n_samples_projected" in a
+            else []
+        ),
         ("seed", a["random_state"]),
         (
             "passes over the genotypes",
