@@ -150,3 +150,58 @@ def test_job_config__simulate_section_reads_every_field_and_checks_the_writer() 
         JobConfig.from_mapping({**raw, "simulate": {"length": 10}}, base=BASE)
     with pytest.raises(ConfigError, match=r"\[simulate\] writer_processes"):
         JobConfig.from_mapping({**raw, "simulate": {"writer_processes": -1}}, base=BASE)
+
+
+# ------------------------------------------------------------------------------ [fit]
+
+_CEU = {"metadata_column": "population", "metadata_values": ["CEU"]}
+_WITH_METADATA = {**MINIMAL, "input": {**MINIMAL["input"], "sample_metadata": "samples.tsv"}}
+
+
+@pytest.mark.parametrize(
+    ("fit", "mode", "field", "value"),
+    [
+        ({"samples": ["a", "b"]}, "samples", "samples", ("a", "b")),
+        ({"samples_file": "fit.txt"}, "file", "samples_file", Path("/base/fit.txt")),
+        ({"variable": "sample_unrelated"}, "variable", "variable", "sample_unrelated"),
+        ({**_CEU, "metadata_values": ["YRI"]}, "metadata", "metadata_values", ("YRI",)),
+        ({"samples": "reference"}, "reference", "reference", True),
+    ],
+)
+def test_job_config__fit_takes_every_way_of_giving_samples(
+    fit: dict[str, Any], mode: str, field: str, value: Any
+) -> None:
+    raw = {**_WITH_METADATA, "reference": _CEU, "fit": fit}
+    cfg = JobConfig.from_mapping(raw, base=BASE)
+    assert cfg.fit is not None and cfg.fit.mode == mode
+    assert getattr(cfg.fit, field) == value
+    assert "fit" in cfg.fingerprint_params()
+
+
+def test_job_config__no_fit_section_leaves_the_fingerprint_params_as_they_were() -> None:
+    cfg = JobConfig.from_mapping(PINNED_RAW, base=BASE)
+    assert cfg.fit is None and "fit" not in cfg.fingerprint_params()
+
+
+@pytest.mark.parametrize(
+    ("fit", "match"),
+    [
+        ({}, r"\[fit\] needs one of samples, samples_file"),
+        ({"samples": []}, r"\[fit\] samples must list at least one sample id"),
+        ({"samples": "unrelated"}, r'\[fit\] samples must be a list of sample ids or "reference"'),
+        ({"samples": ["a"], "variable": "v"}, r"\[fit\] takes only one of .*got samples, variable"),
+        ({"metadata_column": "population"}, r"\[fit\] metadata_column needs metadata_values"),
+        ({"metadata_values": ["CEU"]}, r"\[fit\] metadata_values needs metadata_column"),
+        ({"sample": ["a"]}, r"unknown key 'sample' in \[fit\].*samples"),
+    ],
+)
+def test_job_config__bad_fit_section_raises_naming_the_key(fit: dict[str, Any], match: str) -> None:
+    with pytest.raises(ConfigError, match=match):
+        JobConfig.from_mapping({**_WITH_METADATA, "fit": fit}, base=BASE)
+
+
+def test_job_config__fit_on_the_reference_needs_a_reference_set() -> None:
+    with pytest.raises(ConfigError, match=r'\[fit\] samples = "reference" needs a reference'):
+        JobConfig.from_mapping({**MINIMAL, "fit": {"samples": "reference"}}, base=BASE)
+    with pytest.raises(ConfigError, match=r"\[fit\] metadata_column needs \[input\] sample_meta"):
+        JobConfig.from_mapping({**MINIMAL, "fit": _CEU}, base=BASE)
