@@ -290,7 +290,12 @@ def _analyse(
         cfg.n_components,
         cfg.reference_mode,
     )
-    res, fit_warnings = _fit(X, cfg, location, scheduler, qc.kept_reference)
+    kept_reference = qc.kept_reference
+    if cfg.fit is not None and kept_reference is not None and kept_reference.all():
+        # [fit] on the reference set (or a part of it): the data are centred on the mean of
+        # every fitted sample, and the fit has no non-reference samples to set apart from them
+        kept_reference = None
+    res, fit_warnings = _fit(X, cfg, location, scheduler, kept_reference)
     logger.info(
         "fit: solver %s, %d passes over the %s",
         res.params.get("solver"),
