@@ -3,7 +3,9 @@
 Written into the job's output directory with the other outputs (so committed with them):
 
 ``pca.eigenvec``
-    ``#FID IID PC1 ... PCK``, tab-separated, one row per analysed sample: the job's scores
+    ``#FID IID PC1 ... PCK``, tab-separated, one row per included sample, in store order
+    (with ``[fit]`` the projected ones too, whose corrected scores are the ``--score`` sums
+    below divided by ``projection_shrinkage_factor``): the job's scores
     (``sample_score``, ``Z L``: plink2's own ``.eigenvec`` holds unit eigenvectors, ``Z L`` divided
     by ``√(n λ)``).  FID is the fileset's ``.fam`` FID; a VCF Zarr store has none and gets
     ``FID = IID`` (as ``plink2 --double-id``).
@@ -56,7 +58,8 @@ logger = logging.getLogger("mspca.genomics")
 
 #: The files :func:`write_plink2_files` writes into the output directory, and what each holds.
 PLINK2_FILES = {
-    "pca.eigenvec": "scores of the analysed samples, #FID IID PC1..PCK (plink2 layout)",
+    "pca.eigenvec": "scores of the included samples (with [fit]: fitted and projected), #FID "
+    "IID PC1..PCK (plink2 layout)",
     "pca.eigenval": "eigenvalues, one per line (plink2 layout)",
     "pca.eigenvec.allele": "allele weights for plink2 --score variance-standardize",
     "pca.afreq": "centre frequencies for plink2 --read-freq",
