@@ -16,6 +16,7 @@ __all__ = [
     "InputError",
     "NonFiniteError",
     "ShapeError",
+    "NotAnnDataError",
     "DTypeError",
     "ParameterError",
     "SourceNotFoundError",
@@ -80,6 +81,23 @@ class NonFiniteError(InputError):
 
 class ShapeError(InputError):
     """The data have the wrong number of dimensions, too few samples or unknown chunks."""
+
+
+class NotAnnDataError(InputError):
+    """``layer``, ``mask_obs`` or ``mask_var`` was given for a source that is not AnnData.
+
+    Attributes
+    ----------
+    options : tuple of str
+        The keywords given (``"layer"``, ``"mask_obs"``, ``"mask_var"``), so that a caller
+        can name them its own way (the ``mspca fit`` command names its options).
+    found : str
+        What the source is instead, e.g. ``"Zarr array"``.
+    """
+
+    def __init__(self, message: str, *, options: tuple[str, ...] = (), found: str = "") -> None:
+        super().__init__(message)
+        self.options, self.found = tuple(options), found
 
 
 class DTypeError(MSPCAError, TypeError):

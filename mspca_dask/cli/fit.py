@@ -1,7 +1,11 @@
 """``mspca fit SOURCE --out RESULT.zarr``: fit a Zarr store, print the table, write the result.
 
-The tuning options come from the parameter registry (:mod:`mspca_dask._params`), so their
-names, ranges, defaults and messages are those of :func:`mspca_dask.fit`.
+SOURCE is a Zarr store, an ``.h5ad`` file or an AnnData Zarr store; ``--layer``,
+``--mask-obs`` and ``--mask-var`` choose the matrix, cells and genes of an AnnData source
+(``layer``, ``mask_obs`` and ``mask_var`` of :func:`mspca_dask.fit`, the masks named by
+their ``obs`` / ``var`` column).  The tuning options come from the parameter registry
+(:mod:`mspca_dask._params`), so their names, ranges, defaults and messages are those of
+:func:`mspca_dask.fit`.
 """
 
 from __future__ import annotations
@@ -10,10 +14,13 @@ import argparse
 from typing import Any
 
 from .._params import PARAMETERS, add_arguments
-from ..errors import EXIT_OK
+from ..errors import EXIT_OK, NotAnnDataError
 from ._outputs import check_plot_available, save_plot, write_result
 
-__all__ = ["add_parser", "run"]
+__all__ = ["add_parser", "run", "ANNDATA_OPTIONS"]
+
+#: The options that select inside an AnnData source, by the keyword of ``fit`` they set.
+ANNDATA_OPTIONS = {"layer": "--layer", "mask_obs": "--mask-obs", "mask_var": "--mask-var"}
 
 
 def fit(*args: Any, **kwargs: Any) -> Any:
@@ -34,17 +41,21 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     """
     p: argparse.ArgumentParser = sub.add_parser(
         "fit",
-        help="fit a Zarr store and write the result",
+        help="fit a Zarr store or an AnnData (.h5ad) file and write the result",
         description=(
-            "Run MS-PCA on a Zarr store, print one row per eigenpair (eigenvalue, knockoff "
-            "eigenvalue, verdict, reason) and write the result atomically to a Zarr store. "
-            "The output path is checked before any data are read."
+            "Run MS-PCA on a Zarr store, an .h5ad file or an AnnData Zarr store, print one "
+            "row per eigenpair (eigenvalue, knockoff eigenvalue, verdict, reason) and write "
+            "the result atomically to a Zarr store. The output path is checked before any "
+            "data are read."
         ),
     )
     p.add_argument(
         "source",
         metavar="SOURCE",
-        help="path or fsspec URL of a Zarr store (v2 or v3): an array, or a group with --variable",
+        help=(
+            "path or fsspec URL of a Zarr store (v2 or v3): an array, a group with --variable, "
+            "or an AnnData Zarr store; or the path of an .h5ad file (cells as samples)"
+        ),
     )
     p.add_argument(
         "--out",
@@ -65,6 +76,21 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
         choices=("auto", "none"),
         default="auto",
         help="'auto': subtract the robust inlier mean (default); 'none': data as they are",
+    )
+    cells = p.add_argument_group(
+        "AnnData sources (an .h5ad file or an AnnData Zarr store; refused for other sources)"
+    )
+    cells.add_argument("--layer", metavar="NAME", help="analyse adata.layers[NAME] instead of X")
+    cells.add_argument(
+        "--mask-obs",
+        metavar="COLUMN",
+        help="analyse only the cells where the boolean obs column COLUMN is true",
+    )
+    cells.add_argument(
+        "--mask-var",
+        metavar="COLUMN",
+        help="analyse only the genes where the boolean var column COLUMN is true "
+        "(e.g. highly_variable)",
     )
     tuning = p.add_argument_group("tuning (the parameters of mspca_dask.fit)")
     add_arguments(tuning)  # type: ignore[arg-type]  # an argument group adds like a parser
@@ -121,16 +147,29 @@ def run(args: argparse.Namespace) -> int:
     )
     if args.plot is not None:
         check_plot_available()
-    result = fit(
-        args.source,
-        variable=args.variable,
-        sample_dim=args.sample_dim,
-        location=None if args.location == "none" else "auto",
-        scheduler=args.scheduler,
-        progress=args.progress,
-        allow_missing_chunks=args.allow_missing_chunks,
-        **{name: getattr(args, name) for name in PARAMETERS},
-    )
+    try:
+        result = fit(
+            args.source,
+            variable=args.variable,
+            sample_dim=args.sample_dim,
+            location=None if args.location == "none" else "auto",
+            scheduler=args.scheduler,
+            progress=args.progress,
+            allow_missing_chunks=args.allow_missing_chunks,
+            **{name: getattr(args, name) for name in ANNDATA_OPTIONS},
+            **{name: getattr(args, name) for name in PARAMETERS},
+        )
+    except NotAnnDataError as err:
+        # fit names its keywords (layer=); name the options that were typed instead.
+        flags = [ANNDATA_OPTIONS[name] for name in err.options]
+        verb = "applies" if len(flags) == 1 else "apply"
+        raise NotAnnDataError(
+            f"{' and '.join(flags)} only {verb} to AnnData sources (an .h5ad file or an "
+            f"AnnData Zarr store), but {args.source} is a {err.found}; leave "
+            f"{'it' if len(flags) == 1 else 'them'} out",
+            options=err.options,
+            found=err.found,
+        ) from err
     print(result.summary())
     print()
     written = write_result(result, args.out, overwrite=args.overwrite)

@@ -38,6 +38,7 @@ from ..errors import (
     ChunkReadError,
     DTypeError,
     InputError,
+    NotAnnDataError,
     ShapeError,
     SourceNotFoundError,
     VariableNotFoundError,
@@ -215,9 +216,11 @@ def open_source(
     DTypeError
         The data are not real numbers (strings, objects, complex, dates), ``source`` is of
         a type this function does not read, or a sparse matrix is neither CSR nor CSC.
+    NotAnnDataError
+        ``layer``, ``mask_obs`` or ``mask_var`` is given for a source that is not AnnData
+        (an :class:`InputError`).
     InputError
-        ``layer``, ``mask_obs`` or ``mask_var`` is given for a source that is not AnnData,
-        or ``variable`` for one that is.
+        ``variable`` is given for an AnnData source.
     MissingDependencyError
         An ``.h5ad`` file or AnnData Zarr store is given and ``anndata`` is not installed.
     SourceNotFoundError
@@ -278,13 +281,15 @@ def open_source(
             allow_missing_chunks=allow_missing_chunks,
             **annotated,
         )
-    given = [f"{name}=" for name, value in annotated.items() if value is not None]
+    given = tuple(name for name, value in annotated.items() if value is not None)
     if given:
         verb = "applies" if len(given) == 1 else "apply"
-        raise InputError(
-            f"{' and '.join(given)} only {verb} to AnnData sources (an AnnData object, an "
-            f".h5ad file or an AnnData Zarr store), not to a {_kind_name(source)}; select "
-            "the rows and columns of the array itself instead"
+        raise NotAnnDataError(
+            f"{' and '.join(f'{name}=' for name in given)} only {verb} to AnnData sources (an "
+            f"AnnData object, an .h5ad file or an AnnData Zarr store), not to a "
+            f"{_kind_name(source)}; select the rows and columns of the array itself instead",
+            options=given,
+            found=_kind_name(source),
         )
     if isinstance(source, xr.Dataset):
         return _open_dataset(source, variable, sample_dim, feature_dim)
