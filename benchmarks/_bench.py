@@ -56,24 +56,18 @@ def _version(module: str) -> str | None:
     return str(getattr(mod, "__version__", "?"))
 
 
-def git_commit() -> str | None:
-    """The commit the benchmark runs on, ``+dirty`` when tracked files differ from it; None
-    outside a git checkout."""
+def git_commit(*, short: bool = True, paths: tuple[str, ...] = ()) -> str | None:
+    """The commit the benchmark runs on, ``+dirty`` when tracked files (below ``paths``, if
+    given) differ from it; None outside a git checkout."""
+
+    def git(*args: str) -> str:
+        return subprocess.run(
+            ["git", *args], cwd=ROOT, capture_output=True, text=True, check=True
+        ).stdout.strip()
+
     try:
-        head = subprocess.run(
-            ["git", "rev-parse", "--short=10", "HEAD"],
-            cwd=ROOT,
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout.strip()
-        dirty = subprocess.run(
-            ["git", "status", "--porcelain", "--untracked-files=no"],
-            cwd=ROOT,
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout.strip()
+        head = git("rev-parse", *(["--short=10"] if short else []), "HEAD")
+        dirty = git("status", "--porcelain", "--untracked-files=no", "--", *paths)
     except (OSError, subprocess.CalledProcessError):
         return None
     return head + ("+dirty" if dirty else "")

@@ -30,7 +30,6 @@ import argparse
 import json
 import math
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -42,7 +41,14 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _bench import RESULTS, ROOT, SHARED_NOTE, finish_info, machine_info, machine_line  # noqa: E402
+from _bench import (  # noqa: E402
+    RESULTS,
+    SHARED_NOTE,
+    finish_info,
+    git_commit,
+    machine_info,
+    machine_line,
+)
 
 import mspca_dask  # noqa: E402
 from mspca_dask.testing import FAMILIES, Draw, family  # noqa: E402
@@ -240,20 +246,9 @@ def render(payload: dict[str, Any]) -> list[str]:
 
 # ---------------------------------------------------------------------- driver
 def _commit() -> str:
-    try:
-        head = subprocess.run(
-            ["git", "rev-parse", "HEAD"], capture_output=True, text=True, cwd=ROOT, check=True
-        ).stdout.strip()
-        dirty = subprocess.run(
-            ["git", "status", "--porcelain", "--", "mspca_dask"],
-            capture_output=True,
-            text=True,
-            cwd=ROOT,
-            check=True,
-        ).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
-    return head + (" (library files modified)" if dirty else "")
+    """The full commit, ``+dirty`` when the library's files differ from it (what a resume
+    compares: a fit made on other library code is not reused)."""
+    return git_commit(short=False, paths=("mspca_dask",)) or "unknown"
 
 
 def main(argv: list[str] | None = None) -> None:
