@@ -88,8 +88,8 @@ class MeanShiftPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstima
     """Mean-Shift PCA by Knockoff Mean, as a scikit-learn transformer.
 
     Computes the top ``n_components`` eigenpairs of the covariance and keeps the
-    *stable* ones — those a knockoff mean shift leaves in place, i.e. the covariance
-    principal components — discarding the eigenpairs caused by a mean shift of a
+    *stable* ones — the covariance principal components, along which no group of samples
+    is displaced from the rest — discarding the eigenpairs caused by a mean shift of a
     minority of samples (see :func:`mspca_dask.fit`).  :meth:`transform` projects on
     the stable components only, or on a fixed number of components
     (``n_features_out``).  :meth:`score_samples` and :meth:`score` give the

@@ -322,9 +322,11 @@ def run(args: argparse.Namespace) -> int:
     print(result.summary())
     print()
     print(
-        "What happened: MS-PCA adds random 'knockoff' mean shifts to the data and keeps the "
-        "eigenpairs whose eigenvalue does not move; covariance components stay put, components "
-        "made by a shifted group of samples move."
+        "What happened: MS-PCA looks, along each eigenvector above the noise, for groups of "
+        "samples displaced from the rest (the shift z column decides the verdict); it also adds "
+        "random 'knockoff' mean shifts, under which the eigenvalues of components made by a "
+        "shifted group move while covariance components stay put (the knockoff and "
+        "displacement columns)."
     )
     for line in _explain(result, model):
         print("  " + line)
