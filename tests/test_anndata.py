@@ -121,8 +121,8 @@ def _write_zarr(adata: ad.AnnData, path: object, fmt: int) -> None:
         adata.write_zarr(path)
 
 
-def assert_same_fit(res, ref) -> None:  # noqa: ANN001
-    np.testing.assert_array_equal(res.eigenvalues, ref.eigenvalues)
+def assert_same_fit(res, ref, rtol: float = 0.0) -> None:  # noqa: ANN001
+    np.testing.assert_allclose(res.eigenvalues, ref.eigenvalues, rtol=rtol, atol=0)
     np.testing.assert_array_equal(res.stable, ref.stable)
     np.testing.assert_array_equal(res.verdicts, ref.verdicts)
     signs = np.sign(np.sum(res.eigenvectors * ref.eigenvectors, axis=1))
@@ -150,7 +150,10 @@ def test_fit__anndata_matches_dense(adata, dense_fit, layer):
 @pytest.mark.parametrize("layer", [None, "csc", "dense"])
 def test_fit__anndata_file_or_store_matches_dense(stores, dense_fit, store, layer):
     res = _fit(stores[store], layer=layer)
-    assert_same_fit(res, dense_fit)
+    # a dense array on disk is read in the chunks its writer chose (anndata's defaults differ
+    # across releases), so the passes may sum in another order than the in-memory reference:
+    # equal to rounding, not always bit for bit
+    assert_same_fit(res, dense_fit, rtol=1e-12)
     assert list(res.sample_coords[:2]) == ["cell0", "cell1"]
 
 
