@@ -344,6 +344,7 @@ def _job(tmp_path: Path, cohort: dict[str, Any], name: str, compute: str = "") -
     )
 
 
+@pytest.mark.integration
 def test_run_job__reads_each_raw_chunk_once_and_fits_on_the_compact_matrix(
     tmp_path: Path, cohort: dict[str, Any], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -376,6 +377,7 @@ def test_run_job__reads_each_raw_chunk_once_and_fits_on_the_compact_matrix(
     assert not list((tmp_path / "out").glob(f"{_compact.TEMP_PREFIX}*"))
 
 
+@pytest.mark.integration
 def test_run_job__same_result_in_memory_spilled_and_on_the_old_path(
     tmp_path: Path, cohort: dict[str, Any], monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -126,6 +126,7 @@ def test_job_config__report_color_by_wins_over_input_color_by() -> None:
     assert JobConfig.from_mapping(raw, base=BASE).color_by == "b"
 
 
+@pytest.mark.integration
 def test_python_m_genomics__runs_the_command_with_the_shared_exit_codes(tmp_path: Path) -> None:
     missing = tmp_path / "missing.toml"
     proc = subprocess.run(

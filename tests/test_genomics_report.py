@@ -80,6 +80,7 @@ def ld_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     }
 
 
+@pytest.mark.integration
 def test_run_job__ld_diagnostic_flags_a_pc_made_by_one_block_and_not_a_clean_cohort(
     ld_runs: dict[str, Any],
 ) -> None:
@@ -176,6 +177,7 @@ def _distance(scores: np.ndarray, b: np.ndarray) -> float:
     return float(abs(scores[b].mean() - scores[~b].mean()))
 
 
+@pytest.mark.integration
 def test_project__corrected_scores_keep_the_fitted_population_distance(
     wide: dict[str, Any],
 ) -> None:
@@ -207,6 +209,7 @@ def test_project__corrected_scores_keep_the_fitted_population_distance(
     assert abs(slope_corr - 1) < 0.1, slope_corr
 
 
+@pytest.mark.integration
 def test_cli_project__method_is_chosen_and_recorded(wide: dict[str, Any], tmp_path: Path) -> None:
     args = [str(wide["fit_train"]), str(wide["root"] / "new.bed"), "-q"]
     assert (

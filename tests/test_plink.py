@@ -86,6 +86,7 @@ def test_open_plink__reads_the_a1_count_with_missing_as_nan_like_plink2zarr(
     assert plink.open_plink(cohort["prefix"]).n_variants == direct.n_variants
 
 
+@pytest.mark.integration
 def test_run_job__plink_fileset_and_its_plink2zarr_conversion_agree(
     cohort: dict[str, Any], tmp_path: Path
 ) -> None:
@@ -200,6 +201,7 @@ def test_site_filters__multiallelic_non_acgt_and_duplicate_sites_are_counted_onc
     assert f["variants_duplicate_position"].tolist() == [False, False, True, True, False, False]
 
 
+@pytest.mark.integration
 def test_main__a_fileset_with_an_all_het_variant_exits_0_not_2(
     cohort: dict[str, Any], tmp_path: Path
 ) -> None:

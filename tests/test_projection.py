@@ -69,6 +69,7 @@ def split(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     }
 
 
+@pytest.mark.integration
 def test_project__fitted_samples_get_their_own_scores(split: dict[str, Any]) -> None:
     ds = gx.open_genomics_result(split["fit_train"])
     proj = project(ds, split["root"] / "train.bed", method="plain")
@@ -81,6 +82,7 @@ def test_project__fitted_samples_get_their_own_scores(split: dict[str, Any]) -> 
     )
 
 
+@pytest.mark.integration
 def test_project__held_out_samples_land_with_their_population_and_match_a_joint_fit(
     split: dict[str, Any],
 ) -> None:
@@ -110,6 +112,7 @@ def test_project__held_out_samples_land_with_their_population_and_match_a_joint_
     assert corr > 0.99, corr
 
 
+@pytest.mark.integration
 def test_project__allele_swaps_and_strand_flips_give_the_same_scores(
     split: dict[str, Any],
 ) -> None:
@@ -173,6 +176,7 @@ def test_match_variants__other_alleles_and_duplicates_are_not_matched() -> None:
     assert z.flip.tolist() == [True, False] and z.counts["allele_mismatch"] == 0
 
 
+@pytest.mark.integration
 def test_cli_project__writes_a_flashpca_style_tsv_and_never_overwrites(
     split: dict[str, Any], tmp_path: Path
 ) -> None:
@@ -235,6 +239,7 @@ def _plink2_standardized_scores(
     return out
 
 
+@pytest.mark.integration
 def test_run_job__writes_plink2_eigenvec_eigenval_and_allele_weights(
     split: dict[str, Any],
 ) -> None:
@@ -303,6 +308,7 @@ def test_plink2_score__reproduces_the_job_scores_from_its_allele_weights(
     np.testing.assert_allclose(got, scores, rtol=0, atol=1e-5 * np.abs(scores).max())
 
 
+@pytest.mark.integration
 def test_run_job__variance_explained_is_each_eigenvalue_over_the_dense_trace(
     split: dict[str, Any],
 ) -> None:
