@@ -606,9 +606,8 @@ def beyond_plan(quick: bool) -> list[tuple[str, str, object]]:
                 )
             ),
         ),
-        # held out after S1-S3 failed (fixed and committed before any
-        # change for them; run once): spikes with a standardised chi-square(1) factor, skewness
-        # 2.8, beyond an exponential factor's
+        # held out (fixed and committed before their first run; run once): spikes with a
+        # standardised chi-square(1) factor, skewness 2.8, beyond an exponential factor's
         (
             "S6 no contamination, 2 chi2 cov spikes, d=700, n=1400",
             "tuned (held out for its first run: false flags in 1 of 40 trials)",
@@ -822,12 +821,9 @@ def beyond_plan(quick: bool) -> list[tuple[str, str, object]]:
                 df=5,
             ),
         ),
-        # held out (fixed and committed before the reference's
-        # mixed rule was reconsidered on R16 trial 9: a covariance spike spread over three
-        # pairs, each mixed with a cluster; run once after it): reference fits whose
-        # covariance spikes are as strong as the clusters', and one with none.  R20's first
-        # run found trial 7 (a spread spike kept twice, hiding a cluster), which led to the
-        # count of missing spikes in run._spread_reference_spikes: R20 is tuned since
+        # held out (fixed and committed before their first run): reference fits whose
+        # covariance spikes are as strong as the clusters', and one with none; each row's
+        # kind says whether it was tuned on later (the history is in CHANGELOG.md)
         (
             "R20 reference, 2 clusters 8/6 % + 2 cov spikes, d=600, n=1500, noise variance 1.2, t6",
             "tuned (held out for its first run: 0 of 40 failed, 97.5 % of cluster axes found)",
