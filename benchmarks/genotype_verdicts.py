@@ -74,7 +74,7 @@ COHORTS: dict[str, tuple[str, dict[str, int], float, str]] = {
 
 def eta_squared(scores: np.ndarray, labels: np.ndarray) -> np.ndarray:
     """Between-population share of each column's variance, (n, K) → (K,)."""
-    from mspca_dask.matching import between_group_share
+    from mspca_dask.verdict import between_group_share
 
     return between_group_share(scores, np.unique(labels, return_inverse=True)[1].ravel())
 

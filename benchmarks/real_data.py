@@ -148,7 +148,7 @@ def label_share(scores: np.ndarray, labels: np.ndarray) -> float | None:
     """η² of one score over the known labels (``unknown`` samples left out): the share of its
     variance between the labelled populations, the yardstick of ``genotype_verdicts.py``
     (>= 0.5 a population axis, < 0.1 a covariance PC); None with fewer than two labels."""
-    from mspca_dask.matching import between_group_share
+    from mspca_dask.verdict import between_group_share
 
     known = labels != "unknown"
     names, codes = np.unique(labels[known], return_inverse=True)

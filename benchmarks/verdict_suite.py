@@ -103,7 +103,8 @@ def measure(draw: Draw, *, zarr_dir: str | None = None) -> dict[str, Any]:
     flagged_mask = candidate & ~stable
     vecs = np.asarray(res.eigenvectors, dtype=float)
     z = np.asarray(res.shift_z, dtype=float) if res.shift_z is not None else None
-    ez2 = float(np.mean(z[stable] ** 2)) if z is not None and stable.any() else None
+    zs = z[stable][np.isfinite(z[stable])] if z is not None else np.zeros(0)
+    ez2 = float(np.mean(zs**2)) if zs.size else None
     cos = float(abs(vecs[stable][0] @ truth.clean_top)) if stable.any() else 0.0
     U = truth.covariance_directions
     cos_u1 = float(abs(vecs[stable][0] @ U[:, 0])) if stable.any() and U.shape[1] else None
@@ -118,8 +119,9 @@ def measure(draw: Draw, *, zarr_dir: str | None = None) -> dict[str, Any]:
         "n_flagged": int(flagged_mask.sum()),
         "n_candidates": int(candidate.sum()),
         "n_stable": int(stable.sum()),
+        "verdicts": [str(v) for v in np.asarray(res.reasons)],
         "ez2": ez2,
-        "stable_z": [round(float(v), 4) for v in z[stable]] if z is not None else None,
+        "stable_z": [round(float(v), 4) for v in zs],
         "cos": cos,
         "cos_u1": cos_u1,
         "clean_cos_u1": float(abs(truth.clean_top @ U[:, 0])) if U.shape[1] else None,

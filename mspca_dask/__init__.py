@@ -38,7 +38,7 @@ from .errors import (
 )
 
 if TYPE_CHECKING:
-    from . import matching, rmt
+    from . import rmt, verdict
     from .api import fit
     from .estimator import MeanShiftPCA
     from .io.anndata import add_to_anndata
@@ -56,8 +56,8 @@ __all__ = [
     "MSPCAResult",
     "MeanShiftPCA",
     "errors",
-    "matching",
     "rmt",
+    "verdict",
     "MSPCAError",
     "InputError",
     "NonFiniteError",
@@ -91,8 +91,8 @@ _LAZY = {
     "MSPCAResult": ".result",
     "MeanShiftPCA": ".estimator",
     "add_to_anndata": ".io.anndata",
-    "matching": ".matching",
     "rmt": ".rmt",
+    "verdict": ".verdict",
 }
 
 

@@ -207,26 +207,15 @@ PARAMETERS: dict[str, Param] = {
             metavar="C",
         ),
         Param(
-            "min_overlap",
+            "alpha",
             "float",
-            "smallest median overlap of a stable eigenvector with its knockoff match",
+            "level of the verdict's tests: the group test over the whole fit, and each pair's "
+            "shift and within-group tests (Bonferroni over the candidates)",
             low=0,
-            high=1,
-            closed="right",
-            flag="--min-overlap",
-            metavar="R",
-        ),
-        Param(
-            "min_shift_share",
-            "float",
-            "smallest share of a pair's score variance between the groups (reference and "
-            "rest, or groups found in score space) for a mean-shift verdict; 0: no bound (a pair "
-            "that is still a spike within the groups or the reference stays stable)",
-            low=0,
-            high=1,
-            closed="left",
-            flag="--min-shift-share",
-            metavar="ETA2",
+            high=0.5,
+            closed="neither",
+            flag="--alpha",
+            metavar="A",
         ),
         Param(
             "edge_margin",
@@ -297,8 +286,7 @@ class FitParams:
     knockoff_weight: float = 1.0
     knockoff_factor: float = 2.0
     threshold_scale: float = 3.0
-    min_overlap: float = 0.5
-    min_shift_share: float = 0.05
+    alpha: float = 0.05
     edge_margin: float = 4.0
     tol: float | None = None
     max_passes: int = 40

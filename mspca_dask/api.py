@@ -40,8 +40,7 @@ def fit(
     knockoff_weight: float = 1.0,
     knockoff_factor: float = 2.0,
     threshold_scale: float = 3.0,
-    min_overlap: float = 0.5,
-    min_shift_share: float = 0.05,
+    alpha: float = 0.05,
     edge_margin: float = 4.0,
     tol: float | None = None,
     max_passes: int = 40,
@@ -98,14 +97,11 @@ def fit(
         (``benchmarks/paper/RESULTS.md``); the paper's own choice ``1/c`` is too tight: with
         it a covariance spike drifts beyond ``ε`` more often at π₁ = 15–20 % (the
         ``paper-rule`` column there).
-    min_overlap : float
-        Smallest median overlap ``|⟨ũᵢ, u'ⱼ⟩|`` of a stable eigenvector with its match.
-    min_shift_share : float
-        Smallest share ``η²`` of a pair's score variance between the groups (the reference and
-        the rest, or the groups found in score space) for a mean-shift verdict; a pair below it
-        stays stable with a reason that says so.  At large ``n`` a real but slight population
-        difference along a covariance PC (1 % of its variance) is significant; this keeps it a
-        covariance PC.  0 lets the shift evidence decide alone.  Not used with a given centre.
+    alpha : float
+        Level of the verdict's tests, in ``(0, 0.5)``: with no displaced group, at most a share
+        ``alpha`` of fits declare groups (the group test, ``⌈1/α⌉ − 1`` unimodal twins), and
+        each pair's shift and within-group tests run at ``alpha`` over the candidates
+        (Bonferroni).  See :mod:`mspca_dask.verdict`.
     edge_margin : float
         A candidate spike must exceed the bulk edge by this many Tracy–Widom units, or lie
         above the edge with scores so skewed (a bulk direction's are symmetric) that both
@@ -146,13 +142,8 @@ def fit(
         (:mod:`mspca_dask.genomics.genotypes`; ``params["genotype_qc"]`` holds the counts):
         samples are the observations, variants the features.  For any other source: a mask
         or indices, with ``location`` their centre (a vector, or None when the data are
-        centred on it).  Either way the shift evidence takes its null variance from the
-        reference samples and from the others apart, so that a displaced minority does not
-        inflate it (:func:`mspca_dask.matching.shift_evidence`); groups of the other samples
-        found in score space are compared with the reference one by one, so that populations
-        on opposite sides of it do not cancel
-        (:func:`mspca_dask.matching.reference_group_evidence`,
-        :func:`mspca_dask.matching.groups_apart_from_reference`).
+        centred on it).  Either way the reference rows are held in the inliers' group of the
+        verdict's mixture, in the data and in its twins (:mod:`mspca_dask.verdict`).
     layer : str, optional
         For an AnnData source: the layer to analyse; ``None`` analyses ``X`` (as scanpy).
     mask_obs, mask_var : bool array or str, optional
@@ -193,8 +184,7 @@ def fit(
         knockoff_weight=knockoff_weight,
         knockoff_factor=knockoff_factor,
         threshold_scale=threshold_scale,
-        min_overlap=min_overlap,
-        min_shift_share=min_shift_share,
+        alpha=alpha,
         edge_margin=edge_margin,
         tol=tol,
         max_passes=max_passes,
@@ -296,6 +286,9 @@ def _result(
         displacement=out.displacement,
         eigenvector_overlap=out.eigenvector_overlap,
         shift_z=out.shift_z,
+        pair_verdicts=out.verdicts,
+        groups=out.groups,
+        group_p_value=out.group_p_value,
         diagnostics=out.diagnostics,
         eigenvalue_bounds=out.eigenvalue_bounds,
         eigenvectors=out.eigenvectors,

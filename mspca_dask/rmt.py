@@ -304,7 +304,7 @@ def tracy_widom_scale(n_samples: int, n_features: int, noise_variance: float = 1
 
     Johnstone (2001): ``σ² (√n + √d)(1/√n + 1/√d)^{1/3} / n``.  The largest *bulk* eigenvalue
     exceeds the edge by more than 4 of these units with probability well below 10⁻³, which
-    is how :mod:`mspca_dask.matching` decides that an eigenvalue is *clearly* a spike.
+    is how :mod:`mspca_dask.verdict` decides that an eigenvalue is *clearly* a spike.
     """
     n, d = float(n_samples), float(n_features)
     return float(

@@ -1,0 +1,156 @@
+"""The group test: are some samples displaced from the rest in candidate score space?
+
+One statistic, one calibration:
+
+* the statistic is the BIC gain of the best Gaussian mixture (groups added while BIC falls,
+  each with its own mean and covariance) over one Gaussian, on the candidates' scores
+  standardised per column;
+* its null distribution comes from *twins*: score matrices with the data's columns made
+  unimodal and independent (:mod:`~mspca_dask.verdict.twins`), so a Gaussian cloud, a
+  skewed factor, a heavy-tailed one or a flat covariate is compared with its own kind, and
+  the search over groups and directions is paid for by running it on every twin too;
+* it is a Monte Carlo test at level ``α``: groups are declared when the data's gain exceeds
+  that of all ``⌈1/α⌉ − 1`` twins (drawing stops at the first twin that reaches it).
+
+When the test rejects, the groups are those of the data's mixture; group 0, the inliers, is
+the group holding the pinned (reference) rows, else the largest.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from .levels import MAX_GROUPS, MAX_TEST_ROWS, MIN_GROUP_ROWS
+from .mixture import Mixture, fit_mixture, select_mixture
+from .twins import critical_bandwidth, unimodal_twins
+
+__all__ = ["GroupFit", "fit_groups"]
+
+
+@dataclass(frozen=True)
+class GroupFit:
+    """The outcome of the group test on ``n`` rows.
+
+    Attributes
+    ----------
+    labels : (n,) int ndarray
+        Each row's group; 0 is the inliers' (every row when no groups were found).
+    statistic : float
+        BIC gain of the data's mixture over one Gaussian (0: one group is best).
+    p_value : float
+        Monte Carlo p-value against the twins (1 when the statistic is 0; a lower bound when
+        drawing stopped early).
+    n_twins : int
+        Twins drawn.
+    level : float
+        The test's level ``α``.
+    """
+
+    labels: np.ndarray
+    statistic: float
+    p_value: float
+    n_twins: int
+    level: float
+
+    @classmethod
+    def none(cls, n: int, level: float) -> GroupFit:
+        """No test run (no candidate): one group."""
+        return cls(np.zeros(n, dtype=np.intp), 0.0, 1.0, 0, level)
+
+    @property
+    def n_groups(self) -> int:
+        return int(self.labels.max()) + 1 if self.labels.size else 1
+
+    @property
+    def found(self) -> bool:
+        """Whether displaced groups were declared."""
+        return self.n_groups > 1
+
+    def indicators(self) -> np.ndarray:
+        """(n, G − 1) float ndarray: membership of each displaced group (no inliers column)."""
+        G = self.n_groups
+        return (self.labels[:, None] == np.arange(1, G)[None, :]).astype(float)
+
+
+def _gain(T: np.ndarray, pinned: np.ndarray | None, seed: int) -> tuple[float, Mixture]:
+    best = select_mixture(T, MAX_GROUPS, pinned=pinned, seed=seed)
+    if best.n_groups == 1:
+        return 0.0, best
+    one = fit_mixture(T, 1, pinned=pinned, seed=seed)
+    n = T.shape[0]
+    return max(0.0, one.bic(n) - best.bic(n)), best
+
+
+def _responsibilities(mix: Mixture, T: np.ndarray) -> np.ndarray:
+    from .mixture import _log_densities
+
+    logp = _log_densities(T, mix.means, mix.covariances) + np.log(np.maximum(mix.weights, 1e-300))
+    return logp - logp.max(axis=1, keepdims=True)
+
+
+def fit_groups(
+    scores: np.ndarray,
+    *,
+    pinned: np.ndarray | None = None,
+    level: float = 0.05,
+    seed: int = 0,
+) -> GroupFit:
+    """Test for displaced groups among the rows of ``scores`` and return them.
+
+    Parameters
+    ----------
+    scores : (n, k) ndarray
+        Sample scores on the ``k`` candidate eigenvectors.
+    pinned : (n,) bool ndarray or None
+        Rows known to be inliers (a reference): held in group 0 in the data and in the twins.
+    level : float
+        ``α``; ``⌈1/α⌉ − 1`` twins are drawn.
+    seed : int
+        Seeds the subsample, the mixtures' starts and the twins.
+
+    Returns
+    -------
+    GroupFit
+    """
+    T = np.asarray(scores, dtype=float)
+    n, k = T.shape
+    sd = T.std(axis=0)
+    S = (T - T.mean(axis=0)) / np.where(sd > 0, sd, 1.0)
+    rng = np.random.default_rng(seed)
+    rows = np.arange(n)
+    if n > MAX_TEST_ROWS:
+        rows = np.sort(rng.choice(n, MAX_TEST_ROWS, replace=False))
+    Ts = S[rows]
+    pin = None if pinned is None or not np.any(pinned) else np.asarray(pinned, bool)[rows]
+    n_twins = max(1, math.ceil(1.0 / level - 1e-9) - 1)
+    none = GroupFit.none(n, level)
+    if Ts.shape[0] < 2 * MIN_GROUP_ROWS or k == 0:
+        return none
+    statistic, mix = _gain(Ts, pin, seed)
+    if statistic <= 0:
+        return none
+    bandwidths = np.array([critical_bandwidth(Ts[:, j]) for j in range(k)])
+    drawn = 0
+    for _ in range(n_twins):
+        twin = unimodal_twins(Ts, rng, bandwidths)
+        drawn += 1
+        if _gain(twin, pin, seed)[0] >= statistic:
+            return GroupFit(np.zeros(n, dtype=np.intp), statistic, 2.0 / (drawn + 1), drawn, level)
+    labels = np.argmax(_responsibilities(mix, S), axis=1)
+    if pinned is not None and np.any(pinned):
+        labels[np.asarray(pinned, bool)] = 0
+        inliers = 0  # the mixture holds the pinned rows in group 0
+    else:
+        inliers = int(np.argmax(np.bincount(labels, minlength=mix.n_groups)))
+    # group 0 = the inliers, then the others by size; too small a group joins the inliers
+    counts = np.bincount(labels, minlength=mix.n_groups)
+    others = [g for g in np.argsort(-counts, kind="stable") if g != inliers]
+    others = [g for g in others if counts[g] >= MIN_GROUP_ROWS]
+    new = np.zeros(n, dtype=np.intp)
+    for i, g in enumerate(others, start=1):
+        new[labels == g] = i
+    p_value = 1.0 / (n_twins + 1)
+    return GroupFit(new, statistic, p_value, drawn, level)
