@@ -84,13 +84,6 @@ def _gain(T: np.ndarray, pinned: np.ndarray | None, seed: int) -> tuple[float, M
     return max(0.0, one.bic(n) - best.bic(n)), best
 
 
-def _responsibilities(mix: Mixture, T: np.ndarray) -> np.ndarray:
-    from .mixture import _log_densities
-
-    logp = _log_densities(T, mix.means, mix.covariances) + np.log(np.maximum(mix.weights, 1e-300))
-    return logp - logp.max(axis=1, keepdims=True)
-
-
 def fit_groups(
     scores: np.ndarray,
     *,
@@ -117,6 +110,21 @@ def fit_groups(
     """
     T = np.asarray(scores, dtype=float)
     n, k = T.shape
+    if n == 0 or k == 0:
+        return GroupFit.none(n, level)
+    # rows in a canonical order (by their first score): the outcome does not depend on the
+    # order the samples came in
+    order = np.argsort(T[:, 0], kind="stable")
+    fitted = _fit_sorted(
+        T[order], None if pinned is None else np.asarray(pinned, bool)[order], level, seed
+    )
+    labels = np.empty(n, dtype=np.intp)
+    labels[order] = fitted.labels
+    return GroupFit(labels, fitted.statistic, fitted.p_value, fitted.n_twins, level)
+
+
+def _fit_sorted(T: np.ndarray, pinned: np.ndarray | None, level: float, seed: int) -> GroupFit:
+    n, k = T.shape
     sd = T.std(axis=0)
     S = (T - T.mean(axis=0)) / np.where(sd > 0, sd, 1.0)
     rng = np.random.default_rng(seed)
@@ -124,33 +132,31 @@ def fit_groups(
     if n > MAX_TEST_ROWS:
         rows = np.sort(rng.choice(n, MAX_TEST_ROWS, replace=False))
     Ts = S[rows]
-    pin = None if pinned is None or not np.any(pinned) else np.asarray(pinned, bool)[rows]
+    has_pins = pinned is not None and bool(np.any(pinned))
+    pin = pinned[rows] if has_pins and pinned is not None else None
     n_twins = max(1, math.ceil(1.0 / level - 1e-9) - 1)
     none = GroupFit.none(n, level)
-    if Ts.shape[0] < 2 * MIN_GROUP_ROWS or k == 0:
+    if Ts.shape[0] < 2 * MIN_GROUP_ROWS:
         return none
     statistic, mix = _gain(Ts, pin, seed)
     if statistic <= 0:
         return none
     bandwidths = np.array([critical_bandwidth(Ts[:, j]) for j in range(k)])
-    drawn = 0
-    for _ in range(n_twins):
-        twin = unimodal_twins(Ts, rng, bandwidths)
-        drawn += 1
-        if _gain(twin, pin, seed)[0] >= statistic:
-            return GroupFit(np.zeros(n, dtype=np.intp), statistic, 2.0 / (drawn + 1), drawn, level)
-    labels = np.argmax(_responsibilities(mix, S), axis=1)
-    if pinned is not None and np.any(pinned):
-        labels[np.asarray(pinned, bool)] = 0
+    for drawn in range(1, n_twins + 1):
+        if _gain(unimodal_twins(Ts, rng, bandwidths), pin, seed)[0] >= statistic:
+            # at least one twin of ``drawn`` reached the data: p >= 2 / (drawn + 1) > α
+            return GroupFit(none.labels, statistic, 2.0 / (drawn + 1), drawn, level)
+    labels = mix.predict(S)
+    if has_pins and pinned is not None:
+        labels[pinned] = 0
         inliers = 0  # the mixture holds the pinned rows in group 0
     else:
         inliers = int(np.argmax(np.bincount(labels, minlength=mix.n_groups)))
-    # group 0 = the inliers, then the others by size; too small a group joins the inliers
+    # group 0 = the inliers, then the others by size; a group too small to have a mean and a
+    # variance of its own joins the inliers
     counts = np.bincount(labels, minlength=mix.n_groups)
     others = [g for g in np.argsort(-counts, kind="stable") if g != inliers]
-    others = [g for g in others if counts[g] >= MIN_GROUP_ROWS]
     new = np.zeros(n, dtype=np.intp)
-    for i, g in enumerate(others, start=1):
+    for i, g in enumerate((g for g in others if counts[g] >= MIN_GROUP_ROWS), start=1):
         new[labels == g] = i
-    p_value = 1.0 / (n_twins + 1)
-    return GroupFit(new, statistic, p_value, drawn, level)
+    return GroupFit(new, statistic, 1.0 / (n_twins + 1), n_twins, level)

@@ -2,6 +2,8 @@
 
 #: Default level of every test of the verdict (the group test over the whole fit; the
 #: per-pair tests Bonferroni-corrected over the candidate pairs).  ``fit(alpha=...)``.
+from __future__ import annotations
+
 ALPHA = 0.05
 
 #: Most groups a mixture may have (ten 1 % batches and the inliers fit).

@@ -45,8 +45,13 @@ class Mixture:
 
     @property
     def labels(self) -> np.ndarray:
-        """(n,) the most likely group of each row."""
+        """(n,) the most likely group of each fitted row."""
         return np.argmax(self.responsibilities, axis=1)
+
+    def predict(self, T: np.ndarray) -> np.ndarray:
+        """(m,) the most likely group of each row of ``T`` (m, k)."""
+        logp = _log_densities(T, self.means, self.covariances)
+        return np.argmax(logp + np.log(np.maximum(self.weights, 1e-300)), axis=1)
 
 
 def _log_densities(T: np.ndarray, means: np.ndarray, covs: np.ndarray) -> np.ndarray:
@@ -73,7 +78,9 @@ def _kmeans_pp(T: np.ndarray, G: int, rng: np.random.Generator) -> np.ndarray:
     labels = np.zeros(n, dtype=np.intp)
     for _ in range(10):
         labels = np.argmin(((T[:, None, :] - C[None]) ** 2).sum(axis=2), axis=1)
-        C = np.array([T[labels == g].mean(axis=0) if np.any(labels == g) else C[g] for g in range(G)])
+        C = np.array(
+            [T[labels == g].mean(axis=0) if np.any(labels == g) else C[g] for g in range(G)]
+        )
     return labels
 
 

@@ -67,8 +67,10 @@ def _welch_chi2(T: np.ndarray, labels: np.ndarray) -> tuple[np.ndarray, int]:
         return np.zeros(T.shape[1]), 1
     means = np.array([T[labels == g].mean(axis=0) for g in groups])
     prec = np.array(
-        [np.count_nonzero(labels == g) / np.maximum(T[labels == g].var(axis=0, ddof=1), 1e-300)
-         for g in groups]
+        [
+            np.count_nonzero(labels == g) / np.maximum(T[labels == g].var(axis=0, ddof=1), 1e-300)
+            for g in groups
+        ]
     )
     centre = (prec * means).sum(axis=0) / prec.sum(axis=0)
     return (prec * (means - centre) ** 2).sum(axis=0), len(groups) - 1
