@@ -3,12 +3,17 @@
 For each family of :mod:`mspca_dask.testing.families` and each trial seed, fit
 ``mspca_dask.fit(X)`` with every library default and record, per fit:
 
-* ``flagged``: any eigenpair flagged (a candidate that is not stable);
-* ``ez2``: the mean of ``shift_z²`` over the stable eigenpairs (None when none is stable);
+* ``flagged``: any eigenpair with the verdict "mean shift"; ``undetermined``: any with
+  "undetermined"; ``grouped``: the group test declared displaced groups;
+* ``ez2``: the mean of ``shift_z²`` over the "covariance" eigenpairs where it is defined
+  (None when there is none);
 * ``cos``: ``|cos|`` of the first stable component with the clean top covariance PC
   (0 when no component is stable); ``failure``: ``cos < 0.5``;
-* ``detected``: every shifted group's direction is flagged, i.e. the span of the flagged
-  eigenvectors holds at least half of its squared norm (``captured``: that share per group);
+* ``detected``: every shifted group's direction is flagged, i.e. the span of the eigenvectors
+  that are neither covariance nor bulk holds at least half of its squared norm
+  (``captured``: that share per group); ``found``: at least half of every shifted group's
+  samples are outside the inliers' group; ``as_covariance``: a stable component has
+  ``|cos| ≥ 0.5`` with a shift direction;
 * the seconds of the fit (data generation excluded), its passes, solver and warnings.
 
 Summaries per family: the false-flag rate (null families: a flag is false), the mean of
@@ -66,19 +71,25 @@ HOW_TO_READ = (
     "How to read the tables. Each row is one family of `mspca_dask.testing.families`, "
     "fitted with `mspca_dask.fit(X)` and every library default (K = 10, location='auto', "
     "random_state=0), once per trial seed; only the data change between trials. "
-    "*flagged*: share of fits with at least one eigenpair flagged (a candidate that is not "
-    "stable); in a null family every flag is false, so this is the false-flag rate. "
-    "*E z²*: mean over fits of the mean of shift_z² over that fit's stable eigenpairs (about 1 "
-    "when shift_z is |N(0, 1)| on covariance PCs; fits without a stable pair are left out). "
+    "*flagged*: share of fits with at least one eigenpair whose verdict is mean shift; in a "
+    "null family every flag is false, so this is the false-flag rate. *grouped*: share of fits "
+    "in which the group test declared displaced groups (its level is 5 %). *undetermined*: "
+    "share of fits with an undetermined eigenpair. "
+    "*E z²*: mean of shift_z² over every eigenpair called covariance where shift_z is defined "
+    "(a displaced group was found), pooled over fits (about 1: shift_z is N(0, 1) on a "
+    "covariance pair); n: how many such pairs. "
     "*failure*: share of fits whose first stable component has |cos| < 0.5 with the top "
     "eigenvector of the clean sample covariance (the data without the mean-shift term), or "
     "that have no stable component. *cos(clean, u₁)*: median |cos| between that clean top "
     "eigenvector and the population's first spike direction; where it is small the clean top "
     "PC is a direction of the noise (AR noise, a power-law bulk, a noisier batch), not u₁. "
     "*detected*: share of fits in which every shifted group's direction is flagged (the span "
-    "of the flagged eigenvectors holds at least half of its squared norm); *captured*: mean of "
-    "that share over groups and fits. Brackets: Wilson 95 % intervals. Times are seconds per "
-    "fit (median), data generation excluded."
+    "of the eigenvectors called mean shift, mixed or undetermined holds at least half of its "
+    "squared norm); *captured*: mean of that share over groups and fits. *found*: share of fits "
+    "in which at least half of every shifted group's samples are outside the inliers' group. "
+    "*as covariance*: share of fits with a stable component at |cos| ≥ 0.5 to a shift "
+    "direction (the minority returned as covariance). Brackets: Wilson 95 % intervals. Times "
+    "are seconds per fit (median), data generation excluded."
 )
 
 
@@ -100,34 +111,43 @@ def measure(draw: Draw, *, zarr_dir: str | None = None) -> dict[str, Any]:
         shutil.rmtree(source, ignore_errors=True)
     stable = np.asarray(res.stable, dtype=bool)
     candidate = np.asarray(res.candidate, dtype=bool)
-    flagged_mask = candidate & ~stable
+    verdicts = np.asarray(res.verdicts).astype(str)
+    flagged_mask = verdicts == "mean shift"
     vecs = np.asarray(res.eigenvectors, dtype=float)
-    z = np.asarray(res.shift_z, dtype=float) if res.shift_z is not None else None
-    zs = z[stable][np.isfinite(z[stable])] if z is not None else np.zeros(0)
-    ez2 = float(np.mean(zs**2)) if zs.size else None
+    z = np.asarray(res.shift_z, dtype=float) if res.shift_z is not None else np.zeros(0)
+    covz = z[(verdicts == "covariance") & np.isfinite(z)] if z.size else np.zeros(0)
     cos = float(abs(vecs[stable][0] @ truth.clean_top)) if stable.any() else 0.0
     U = truth.covariance_directions
     cos_u1 = float(abs(vecs[stable][0] @ U[:, 0])) if stable.any() and U.shape[1] else None
-    F = vecs[flagged_mask]  # orthonormal rows
-    captured = [
-        float(np.sum((F @ truth.shift_directions[:, g]) ** 2)) for g in range(truth.n_groups)
-    ]
+    F = vecs[~np.isin(verdicts, ("covariance", "bulk"))]  # orthonormal rows
+    shifts = truth.shift_directions
+    captured = [float(np.sum((F @ shifts[:, g]) ** 2)) for g in range(truth.n_groups)]
+    groups = getattr(res, "groups", None)
+    labels = np.zeros(draw.shape[0], dtype=int) if groups is None else np.asarray(groups)
+    recall = [float(np.mean(labels[truth.membership == g + 1] > 0)) for g in range(truth.n_groups)]
+    as_cov = bool(truth.n_groups) and bool(
+        stable.any() and np.any(np.abs(vecs[stable] @ shifts) >= FAILURE_COS)
+    )
     return {
         "family": draw.family,
         "seed": draw.seed,
         "flagged": bool(flagged_mask.any()),
         "n_flagged": int(flagged_mask.sum()),
+        "undetermined": bool(np.any(verdicts == "undetermined")),
+        "grouped": bool(labels.max(initial=0) > 0),
         "n_candidates": int(candidate.sum()),
         "n_stable": int(stable.sum()),
-        "verdicts": [str(v) for v in np.asarray(res.reasons)],
-        "ez2": ez2,
-        "stable_z": [round(float(v), 4) for v in zs],
+        "verdicts": verdicts.tolist(),
+        "covariance_z": [round(float(v), 4) for v in covz],
         "cos": cos,
         "cos_u1": cos_u1,
         "clean_cos_u1": float(abs(truth.clean_top @ U[:, 0])) if U.shape[1] else None,
         "failure": cos < FAILURE_COS,
         "captured": captured,
         "detected": bool(captured) and min(captured) >= FOUND_SHARE,
+        "group_recall": recall,
+        "found": bool(recall) and min(recall) >= FOUND_SHARE,
+        "as_covariance": as_cov,
         "seconds": seconds,
         "n_passes": int(res.n_passes),
         "solver": res.solver,
@@ -155,7 +175,7 @@ def summarise(name: str, fits: list[dict[str, Any]]) -> dict[str, Any]:
         k = sum(bool(f[key]) for f in fits)
         return {"count": k, "rate": k / n if n else None, "wilson95": wilson(k, n)}
 
-    ez2 = [f["ez2"] for f in fits if f["ez2"] is not None]
+    covz = np.array([z for f in fits for z in f["covariance_z"]])
     clean = [f["clean_cos_u1"] for f in fits if f["clean_cos_u1"] is not None]
     captured = [c for f in fits for c in f["captured"]]
     return {
@@ -166,8 +186,12 @@ def summarise(name: str, fits: list[dict[str, Any]]) -> dict[str, Any]:
         "trials": n,
         "seeds": sorted(f["seed"] for f in fits),
         "flagged": rate("flagged"),
-        "ez2_mean": float(np.mean(ez2)) if ez2 else None,
-        "ez2_fits": len(ez2),
+        "ez2_mean": float(np.mean(covz**2)) if covz.size else None,
+        "ez2_pairs": int(covz.size),
+        "grouped": rate("grouped"),
+        "undetermined": rate("undetermined"),
+        "found": rate("found") if fam.kind != "null" else None,
+        "as_covariance": rate("as_covariance") if fam.kind != "null" else None,
         "failure": rate("failure"),
         "detected": rate("detected") if fam.kind != "null" else None,
         "captured_mean": float(np.mean(captured)) if captured else None,
@@ -183,6 +207,10 @@ def _pct(r: dict[str, Any] | None) -> str:
         return "—"
     lo, hi = r["wilson95"]
     return f"{100 * r['rate']:.0f} % ({r['count']}) [{100 * lo:.0f}, {100 * hi:.0f}]"
+
+
+def _ez2(s: dict[str, Any]) -> str:
+    return "—" if s["ez2_mean"] is None else f"{s['ez2_mean']:.2f} ({s['ez2_pairs']})"
 
 
 def _num(x: float | None, fmt: str = ".2f") -> str:
@@ -209,15 +237,16 @@ def render(payload: dict[str, Any]) -> list[str]:
     md += [
         "## Null families (no mean shift: every flag is false)",
         "",
-        "| family | n × d | trials | flagged (false-flag rate) | E z² | failure | "
-        "cos(clean, u₁) | s/fit | passes |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| family | n × d | trials | flagged (false-flag rate) | grouped | undetermined | "
+        "E z² (n) | failure | cos(clean, u₁) | s/fit | passes |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for s in rows:
         if s["kind"] == "null":
             md.append(
                 f"| {s['family']} | {s['shape'][0]} × {s['shape'][1]} | {s['trials']} | "
-                f"{_pct(s['flagged'])} | {_num(s['ez2_mean'], '.3f')} | {_pct(s['failure'])} | "
+                f"{_pct(s['flagged'])} | {_pct(s['grouped'])} | {_pct(s['undetermined'])} | "
+                f"{_ez2(s)} | {_pct(s['failure'])} | "
                 f"{_num(s['clean_cos_u1_median'])} | {_num(s['seconds_median'], '.1f')} | "
                 f"{_num(s['passes_median'], '.0f')} |"
             )
@@ -228,17 +257,18 @@ def render(payload: dict[str, Any]) -> list[str]:
             "",
             f"## {title}",
             "",
-            "| family | n × d | trials | failure | detected | captured | flagged | E z² | "
-            "cos(clean, u₁) | s/fit | passes |",
-            "|---|---|---|---|---|---|---|---|---|---|---|",
+            "| family | n × d | trials | failure | detected | captured | found | as covariance | "
+            "undetermined | E z² (n) | cos(clean, u₁) | s/fit | passes |",
+            "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
         ]
         for s in rows:
             if s["kind"] == kind:
                 md.append(
                     f"| {s['family']} | {s['shape'][0]} × {s['shape'][1]} | {s['trials']} | "
                     f"{_pct(s['failure'])} | {_pct(s['detected'])} | "
-                    f"{_num(s['captured_mean'])} | {_pct(s['flagged'])} | "
-                    f"{_num(s['ez2_mean'], '.3f')} | {_num(s['clean_cos_u1_median'])} | "
+                    f"{_num(s['captured_mean'])} | {_pct(s['found'])} | "
+                    f"{_pct(s['as_covariance'])} | {_pct(s['undetermined'])} | "
+                    f"{_ez2(s)} | {_num(s['clean_cos_u1_median'])} | "
                     f"{_num(s['seconds_median'], '.1f')} | {_num(s['passes_median'], '.0f')} |"
                 )
     md += ["", "## Families", ""]
