@@ -130,12 +130,8 @@ class MeanShiftPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstima
         Knockoff strength factor (``θ'² = knockoff_factor · σ² g⁻¹(λ̃₁/σ²)``).
     threshold_scale : float, default=3.0
         ``C`` in the invariance radius ``ε = C σ² n^{-1/2}``.
-    min_overlap : float, default=0.5
-        Smallest median overlap, in ``(0, 1]``, of a stable eigenvector with its knockoff
-        match.
-    min_shift_share : float, default=0.05
-        Smallest share ``η²``, in ``[0, 1)``, of a pair's score variance between the groups
-        (reference and rest, or groups found in score space) for a mean-shift verdict.
+    alpha : float, default=0.05
+        Level of the verdict's tests, in ``(0, 0.5)`` (:func:`mspca_dask.fit`).
     edge_margin : float, default=4.0
         A candidate spike must exceed the Marchenko–Pastur bulk edge by this many
         Tracy–Widom units (``>= 0``), or lie above the edge with scores so skewed (a bulk
@@ -182,12 +178,19 @@ class MeanShiftPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstima
     noise_variance_ : float
         Estimated noise variance ``σ²`` of the bulk.
     mean_shift_components_ : ndarray of shape (n_mean_shift, n_features)
-        Eigenvectors above the noise edge that the knockoff moved (mean-shift
-        directions), as rows.
+        The eigenvectors with verdict ``"mean shift"`` (directions of a shift between
+        groups of samples), as rows.
     eigenvalues_ : ndarray of shape (n_components,)
         All ``K`` eigenvalues examined, descending.
     stable_ : ndarray of shape (n_components,), dtype bool
-        True for the stable eigenpairs among the ``K``.
+        True for the stable eigenpairs among the ``K``: verdict ``"covariance"`` or
+        ``"mixed"``.
+    verdicts_ : ndarray of shape (n_components,), dtype str
+        The verdict of each of the ``K`` eigenpairs: ``"covariance"``, ``"mean shift"``,
+        ``"mixed"``, ``"undetermined"`` or ``"bulk"`` (:attr:`MSPCAResult.verdicts`).
+    groups_ : ndarray of shape (n_samples,), dtype int
+        Each training sample's group from the verdict's group test, 0 for the inliers
+        (all 0 when no displaced group was found).
     n_features_in_ : int
         Number of features seen during :meth:`fit`.
     feature_names_in_ : ndarray of shape ``(n_features_in_,)``
@@ -294,8 +297,7 @@ class MeanShiftPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstima
         knockoff_weight: float = 1.0,
         knockoff_factor: float = 2.0,
         threshold_scale: float = 3.0,
-        min_overlap: float = 0.5,
-        min_shift_share: float = 0.05,
+        alpha: float = 0.05,
         edge_margin: float = 4.0,
         tol: float | None = None,
         max_passes: int = 40,
@@ -311,8 +313,7 @@ class MeanShiftPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstima
         self.knockoff_weight = knockoff_weight
         self.knockoff_factor = knockoff_factor
         self.threshold_scale = threshold_scale
-        self.min_overlap = min_overlap
-        self.min_shift_share = min_shift_share
+        self.alpha = alpha
         self.edge_margin = edge_margin
         self.tol = tol
         self.max_passes = max_passes
@@ -428,8 +429,7 @@ class MeanShiftPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstima
             knockoff_weight=float(self.knockoff_weight),
             knockoff_factor=float(self.knockoff_factor),
             threshold_scale=float(self.threshold_scale),
-            min_overlap=float(self.min_overlap),
-            min_shift_share=float(self.min_shift_share),
+            alpha=float(self.alpha),
             edge_margin=float(self.edge_margin),
             tol=None if self.tol is None else float(self.tol),
             max_passes=int(self.max_passes),
@@ -443,6 +443,9 @@ class MeanShiftPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstima
         self.result_: MSPCAResult = res
         self.eigenvalues_ = np.asarray(res.eigenvalues, dtype=float)
         self.stable_ = np.asarray(res.stable, dtype=bool)
+        self.verdicts_ = np.asarray(res.verdicts, dtype=str)
+        # a fit always stores the groups; zeros keep the attribute's shape if one did not
+        self.groups_ = np.zeros(n, dtype=np.intp) if res.groups is None else np.asarray(res.groups)
         self.components_index_ = index
         self.components_ = np.asarray(res.eigenvectors, dtype=float).reshape(-1, d)[index]
         self.explained_variance_ = self.eigenvalues_[index]
@@ -457,8 +460,9 @@ class MeanShiftPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstima
                 else f"the {self.n_components_} output components are bulk eigenpairs"
             )
             warnings.warn(
-                f"MeanShiftPCA kept 0 components: all {int(np.sum(res.candidate))} spike(s) "
-                f"above the noise were judged mean shifts (see result_.summary()); {then}.",
+                f"MeanShiftPCA kept 0 components: none of the {int(np.sum(res.candidate))} "
+                "spike(s) above the noise was judged covariance or mixed (see "
+                f"result_.summary()); {then}.",
                 NoStableComponentWarning,
                 stacklevel=3,
             )
@@ -476,16 +480,16 @@ class MeanShiftPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstima
             return stable
         width = int(self.n_features_out)
         bulk = np.flatnonzero(~np.asarray(res.stable, dtype=bool) & ~np.asarray(res.candidate))
-        # Bulk eigenpairs, as PCA would keep them, complete the width; a mean-shift one
-        # never does: leaving those out is what the estimator is for.
+        # Bulk eigenpairs, as PCA would keep them, complete the width; a mean-shift or an
+        # undetermined one never does: leaving those out is what the estimator is for.
         chosen = np.sort(np.concatenate([stable[:width], bulk[: max(width - stable.size, 0)]]))
         if chosen.size < width:
             n_shift = int(res.n_components - stable.size - bulk.size)
             raise ParameterError(
                 f"n_features_out={width} needs {width} eigenpairs that are not mean shifts, "
                 f"but of the n_components={res.n_components} examined {n_shift} are mean "
-                f"shifts ({stable.size} stable, {bulk.size} bulk); raise n_components to at "
-                f"least {width + n_shift} or lower n_features_out"
+                f"shifts or undetermined ({stable.size} stable, {bulk.size} bulk); raise "
+                f"n_components to at least {width + n_shift} or lower n_features_out"
             )
         return chosen
 
@@ -506,10 +510,14 @@ class MeanShiftPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstima
         if self.n_components_ > 0:
             return
         verdicts = self.result_.verdicts
-        n_shift, n_bulk = int(np.sum(verdicts == "mean shift")), int(np.sum(verdicts == "bulk"))
+        counts = ", ".join(
+            f"{int(np.sum(verdicts == v))} {v}"
+            for v in ("mean shift", "undetermined", "bulk")
+            if v != "undetermined" or np.any(verdicts == v)
+        )
         raise ParameterError(
             f"MeanShiftPCA kept no component: none of the {verdicts.size} eigenpairs examined "
-            f"is stable ({n_shift} mean shift, {n_bulk} bulk; see result_.summary()), and "
+            f"is stable ({counts}; see result_.summary()), and "
             "n_features_out=None outputs the stable ones only, which would be zero columns. "
             "Set n_features_out to the number of columns the next step needs (the stable "
             "components, completed by the leading bulk eigenpairs)."

@@ -36,6 +36,7 @@ from .schema import (
     resolve_dims,
     validate_result_dataset,
 )
+from .verdict import VERDICTS
 
 if TYPE_CHECKING:
     import dask.array as da
@@ -55,8 +56,14 @@ __all__ = [
 ]
 
 
-#: The three verdicts of an eigenpair, in the order used for colours and legends.
-VERDICTS = ("stable", "mean shift", "bulk")
+#: Colour of each verdict (:data:`VERDICTS`, the order of legends) in :meth:`MSPCAResult.plot`.
+_VERDICT_COLOURS = {
+    "covariance": "tab:blue",
+    "mean shift": "tab:red",
+    "mixed": "tab:purple",
+    "undetermined": "tab:orange",
+    "bulk": "tab:gray",
+}
 
 #: Footnote of :meth:`MSPCAResult.summary`: the matched knockoff eigenvalue is not stored.
 _KNOCKOFF_NOTE = (
@@ -69,9 +76,13 @@ _COLUMNS_NOTE = (
     "columns: eigenvalue = of the covariance about the location; knockoff, displacement = "
     "where a knockoff mean shift moved it and by how much (medians over knockoffs); overlap = "
     "|cos| of its eigenvector with the matched knockoff one; bound = certified error of the "
-    "eigenvalue; shift z = evidence of a mean shift along the eigenvector (about |N(0, 1)| "
-    "without one); verdict = stable (covariance PC), mean shift (flagged) or bulk (not above "
-    "the Marchenko–Pastur edge); reason = what decided it"
+    "eigenvalue; shift z = Welch's chi-square of the group means along the eigenvector as an "
+    "N(0, 1) deviate (nan: no displaced group, nothing to measure); verdict = covariance (a "
+    "PC of the inliers' covariance, the groups not shifted along it), mean shift (the groups "
+    "shifted along it, only noise within the inliers), mixed (shifted, and a covariance spike "
+    "within the inliers too), undetermined (the tests cannot tell: shifted with the inliers' "
+    "variance near the bulk, or not shifted with no spike within the inliers) or bulk (not "
+    "above the Marchenko–Pastur edge); reason = what decided it"
 )
 
 _FLOAT_ATTRS = tuple(k for k, v in RESULT_ATTRS.items() if v.kind == "float")
@@ -99,7 +110,8 @@ class MSPCAResult:
         at most the smaller dimension), so that an eigenpair pushed down by the knockoff's
         own spike still has its partner; :attr:`matched_knockoff_eigenvalues` is ``(B, K)``.
     stable : (K,) bool ndarray
-        True for covariance eigenpairs (invariant under the knockoff).
+        True for the eigenpairs of the inliers' covariance: verdict ``"covariance"`` or
+        ``"mixed"`` (:attr:`verdicts`).
     candidate : (K,) bool ndarray
         True for eigenvalues clearly above the Marchenko–Pastur edge (only those are
         tested; the others are bulk).
@@ -148,9 +160,10 @@ class MSPCAResult:
     knockoff_match : (B, K) int ndarray or None
         Index of the knockoff eigenpair matched to each eigenpair, per knockoff.
     shift_z : (K,) ndarray or None
-        Evidence of a mean shift along each eigenvector, a z-score (about ``|N(0, 1)|`` for
-        a covariance PC): the median over knockoffs of the membership-weighted mean score
-        over its standard error.  None in results written before it existed.
+        Evidence of a shift between the groups along each eigenvector: Welch's χ² of the
+        group means as a normal deviate, ``N(0, 1)`` without a shift along it
+        (:func:`mspca_dask.verdict.shift_statistics`).  NaN where no displaced group was
+        found (there is nothing to measure); None in results written before it existed.
     diagnostics : str or None
         Ways the data do not fit the spiked model (heteroscedastic noise, a bulk far from
         Marchenko–Pastur, too few samples or features), one per line; each was also issued
@@ -160,14 +173,26 @@ class MSPCAResult:
         of all ``min(n, d)`` eigenvalues, so ``eigenvalues / total_variance`` is each
         eigenpair's share of the variance (scikit-learn's ``explained_variance_ratio_``).
         None in results written before it was stored.
+    pair_verdicts : (K,) object ndarray of str or None
+        The verdict of each eigenpair, one of :data:`VERDICTS`; read it through
+        :attr:`verdicts`, which also serves results written before it was stored (None).
+    groups : (n,) int ndarray or None
+        Each sample's group from the verdict's group test, ``0`` for the inliers (every
+        sample when no displaced group was found).  None in results written before it was
+        stored.
+    group_p_value : float or None
+        p-value of the group test (displaced groups are declared at or below the level
+        ``params["alpha"]``).  None in results written before it was stored.
 
     Notes
     -----
-    Mean-Shift PCA by Knockoff Mean keeps the eigenpairs whose eigenvalue stays within
-    ``ε`` of an eigenvalue of the knockoff matrix ``(X + γ'm'ᵀ)ᵀ(X + γ'm'ᵀ)/n`` (and whose
-    eigenvector stays put): those are covariance principal components
-    (:attr:`components`); eigenpairs above the edge that move are caused by a mean shift
-    of a minority of samples (:attr:`mean_shift_components`).
+    The verdicts come from one model (:mod:`mspca_dask.verdict`): a calibrated test says
+    whether some samples form groups displaced from the inliers in the candidates' score
+    space; per eigenpair, ``shift_z`` says whether the groups are shifted along it and the
+    inliers' variance whether a covariance spike remains within them.  Eigenpairs of the
+    inliers' covariance ("covariance", "mixed") are :attr:`components`; those that only a
+    shift of the groups put above the edge ("mean shift") are
+    :attr:`mean_shift_components`.
 
     The class is a frozen dataclass compared by identity (NumPy fields have no single
     truth value); compare fields with :func:`numpy.testing.assert_array_equal`.
@@ -180,7 +205,7 @@ class MSPCAResult:
     ...     knockoff_eigenvalues_all=np.array([[9.01, 4.0, 3.1]]),
     ...     stable=np.array([True, False, False]),
     ...     candidate=np.array([True, True, False]),
-    ...     reasons=np.array(["stable", "mean shift", "bulk"], dtype=object),
+    ...     reasons=np.array(["not shifted", "shifted", "bulk"], dtype=object),
     ...     displacement=np.array([0.01, 2.0, 0.1]),
     ...     eigenvector_overlap=np.array([1.0, 0.3, 0.9]),
     ...     eigenvalue_bounds=np.zeros(3),
@@ -190,11 +215,16 @@ class MSPCAResult:
     ...     noise_variance=1.0, threshold=0.1, knockoff_strength=5.0, mp_edge=3.2,
     ...     n_samples=5, n_features=4, solver="exact", n_passes=1, random_state=0,
     ...     params={},
+    ...     pair_verdicts=np.array(["covariance", "mean shift", "bulk"], dtype=object),
+    ...     groups=np.array([0, 0, 0, 1, 1]),
+    ...     group_p_value=0.01,
     ... )
     >>> res
     MSPCAResult(n_samples=5, n_features=4, n_components=3, n_stable=1)
     >>> res.verdicts.tolist()
-    ['stable', 'mean shift', 'bulk']
+    ['covariance', 'mean shift', 'bulk']
+    >>> res.displaced.tolist(), res.n_groups
+    ([False, False, False, True, True], 2)
     >>> res.transform(np.ones((2, 4))).tolist()
     [[1.0], [1.0]]
     """
@@ -228,6 +258,9 @@ class MSPCAResult:
     shift_z: np.ndarray | None = None
     diagnostics: str | None = None
     total_variance: float | None = None
+    pair_verdicts: np.ndarray | None = None
+    groups: np.ndarray | None = None
+    group_p_value: float | None = None
 
     # ---------------------------------------------------------------- validation
     def __post_init__(self) -> None:
@@ -267,6 +300,8 @@ class MSPCAResult:
             "location": (d,),
             "knockoff_match": (B, K),
             "shift_z": (K,),
+            "pair_verdicts": (K,),
+            "groups": (n,),
             "sample_coords": (n,),
             "feature_coords": (d,),
         }
@@ -276,6 +311,8 @@ class MSPCAResult:
                 "location",
                 "knockoff_match",
                 "shift_z",
+                "pair_verdicts",
+                "groups",
                 "sample_coords",
                 "feature_coords",
             ):
@@ -290,6 +327,26 @@ class MSPCAResult:
                 raise DTypeError(
                     f"{name} must be a boolean array (got dtype "
                     f"{np.asarray(getattr(self, name)).dtype})"
+                )
+        if self.pair_verdicts is not None:
+            verdicts = np.asarray(self.pair_verdicts).astype(str)
+            unknown = sorted(set(verdicts.tolist()) - set(VERDICTS))
+            if unknown:
+                raise InputError(f"pair_verdicts must be among {VERDICTS} (got {unknown})")
+            # stable is what components select: it must agree with the verdicts it summarises
+            if not np.array_equal(
+                np.isin(verdicts, ("covariance", "mixed")), np.asarray(self.stable)
+            ):
+                raise InputError(
+                    "stable must be True exactly where pair_verdicts is 'covariance' or 'mixed' "
+                    f"(verdicts {verdicts.tolist()}, stable {np.asarray(self.stable).tolist()})"
+                )
+        if self.groups is not None:
+            groups = np.asarray(self.groups)
+            if groups.dtype.kind not in "iu" or (groups.size and groups.min() < 0):
+                raise DTypeError(
+                    f"groups must hold non-negative integers (got dtype {groups.dtype}"
+                    + (f", smallest {groups.min()})" if groups.size else ")")
                 )
         dims = (self.sample_dim, self.feature_dim)
         if (
@@ -309,7 +366,7 @@ class MSPCAResult:
     # ---------------------------------------------------------------- properties
     @property
     def n_components(self) -> int:
-        """Number ``K`` of computed eigenpairs (stable, mean-shift and bulk)."""
+        """Number ``K`` of computed eigenpairs, whatever their verdict."""
         return int(np.shape(self.eigenvalues)[0])
 
     @property
@@ -319,8 +376,22 @@ class MSPCAResult:
 
     @property
     def n_stable(self) -> int:
-        """Number of stable (covariance) eigenpairs."""
+        """Number of stable eigenpairs: verdict "covariance" or "mixed"."""
         return int(np.count_nonzero(self.stable))
+
+    @property
+    def n_groups(self) -> int:
+        """Number of sample groups the group test found (1: none displaced, or not stored)."""
+        if self.groups is None or not np.size(self.groups):
+            return 1
+        return int(np.max(self.groups)) + 1
+
+    @property
+    def displaced(self) -> np.ndarray:
+        """(n,) bool ndarray: samples outside the inliers' group (all False without groups)."""
+        if self.groups is None:
+            return np.zeros(self.n_samples, dtype=bool)
+        return np.asarray(self.groups) != 0
 
     @property
     def knockoff_eigenvalues(self) -> np.ndarray:
@@ -364,20 +435,26 @@ class MSPCAResult:
 
     @property
     def components(self) -> np.ndarray:
-        """(n_stable, d) ndarray: the stable (covariance) eigenvectors, as rows."""
+        """(n_stable, d) ndarray: the stable eigenvectors ("covariance", "mixed"), as rows."""
         return np.asarray(self.eigenvectors)[np.asarray(self.stable)]
 
     @property
     def mean_shift_components(self) -> np.ndarray:
-        """(n_mean_shift, d) ndarray: eigenvectors above the edge that the knockoff moved."""
-        mask = ~np.asarray(self.stable) & np.asarray(self.candidate)
-        return np.asarray(self.eigenvectors)[mask]
+        """(n_mean_shift, d) ndarray: the eigenvectors with verdict "mean shift", as rows."""
+        return np.asarray(self.eigenvectors)[self.verdicts == "mean shift"]
 
     @property
     def verdicts(self) -> np.ndarray:
-        """(K,) str ndarray: ``"stable"``, ``"mean shift"`` or ``"bulk"`` per eigenpair."""
+        """(K,) str ndarray: the verdict of each eigenpair, one of :data:`VERDICTS`.
+
+        A result written before verdicts were stored gets them from :attr:`stable` and
+        :attr:`candidate`: "covariance" where stable, "mean shift" where a candidate is not,
+        "bulk" elsewhere.
+        """
+        if self.pair_verdicts is not None:
+            return np.asarray(self.pair_verdicts).astype(str)
         stable, candidate = np.asarray(self.stable), np.asarray(self.candidate)
-        return np.where(stable, VERDICTS[0], np.where(candidate, VERDICTS[1], VERDICTS[2]))
+        return np.where(stable, "covariance", np.where(candidate, "mean shift", "bulk"))
 
     # ---------------------------------------------------------------- transform
     def transform(
@@ -651,10 +728,25 @@ class MSPCAResult:
             "float32": " (float32 products)",
             "float32-certified": " (float32 Krylov products, eigenpairs certified in float64)",
         }.get(str(self.params.get("precision")), "")
+        verdicts = self.verdicts
+        # covariance and mean shift always, the rarer verdicts when some pair has them; the
+        # rest are bulk
+        counts = ", ".join(
+            f"{int(np.count_nonzero(verdicts == v))} {v}"
+            for v in VERDICTS
+            if v in ("covariance", "mean shift") or (v != "bulk" and np.any(verdicts == v))
+        )
+        groups = []
+        if self.groups is not None:
+            p = "" if self.group_p_value is None else f", group test p = {self.group_p_value:.3g}"
+            groups = [
+                f"groups = {self.n_groups} ({int(np.count_nonzero(self.displaced))} displaced "
+                f"samples{p})"
+            ]
         return [
             f"n = {self.n_samples} samples, d = {self.n_features} features, "
-            f"K = {self.n_components} eigenpairs ({self.n_stable} stable, "
-            f"{len(self.mean_shift_components)} mean shift), B = {self.n_knockoffs} knockoffs",
+            f"K = {self.n_components} eigenpairs ({counts}), B = {self.n_knockoffs} knockoffs",
+            *groups,
             f"noise variance σ² = {self.noise_variance:.6g}, "
             f"Marchenko–Pastur edge = {self.mp_edge:.6g}",
             f"threshold ε = {self.threshold:.4g}, knockoff strength θ'² = "
@@ -673,8 +765,9 @@ class MSPCAResult:
             Header lines (n, d, noise variance, Marchenko–Pastur edge, threshold ε,
             knockoff strength θ'², solver, passes), then per eigenpair: index, eigenvalue,
             first knockoff's eigenvalue at the same index, displacement, eigenvector
-            overlap, eigenvalue error bound, mean-shift evidence ``shift_z``, verdict and
-            reason.
+            overlap, eigenvalue error bound, shift between the groups ``shift_z`` (nan with
+            no displaced group), verdict (one of :data:`VERDICTS`) and reason; a footer says
+            what each column and verdict means.
         """
         rows = [self._TABLE_HEADER, *self._table_rows()]
         ncol = len(self._TABLE_HEADER)
@@ -774,7 +867,6 @@ class MSPCAResult:
         ev = np.asarray(self.eigenvalues, dtype=float)
         knock = self.matched_knockoff_eigenvalues
         verdicts = self.verdicts
-        colours = {"stable": "tab:blue", "mean shift": "tab:red", "bulk": "tab:gray"}
 
         eps = float(self.threshold)
         for k, j in enumerate(np.flatnonzero(np.asarray(self.stable))):
@@ -782,7 +874,7 @@ class MSPCAResult:
                 [j - 0.3, j + 0.3],
                 ev[j] - eps,
                 ev[j] + eps,
-                color=colours["stable"],
+                color=_VERDICT_COLOURS[str(verdicts[j])],
                 alpha=0.2,
                 linewidth=0,
                 label="±ε around stable eigenvalues" if k == 0 else None,
@@ -806,7 +898,7 @@ class MSPCAResult:
                 ax.scatter(
                     x[mask],
                     ev[mask],
-                    color=colours[verdict],
+                    color=_VERDICT_COLOURS[verdict],
                     marker="o",
                     s=36,
                     zorder=3,

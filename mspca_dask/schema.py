@@ -251,7 +251,7 @@ RESULT_VARIABLES: dict[str, VariableSpec] = {
         (COMPONENT_DIM,),
         "b",
         True,
-        "True for covariance (knockoff-invariant) eigenpairs.",
+        "True for the eigenpairs of the inliers' covariance: verdict 'covariance' or 'mixed'.",
         field="stable",
     ),
     "candidate": VariableSpec(
@@ -315,11 +315,28 @@ RESULT_VARIABLES: dict[str, VariableSpec] = {
         (COMPONENT_DIM,),
         "f",
         False,
-        "Evidence of a mean shift along each eigenvector, a z-score: median over knockoffs of "
-        "the membership-weighted mean score over its standard error under a covariance spike "
-        "(about |N(0, 1)| for a covariance PC; a mean-shift verdict needs it above the "
-        "Bonferroni critical value at level 0.01 over the K pairs).",
+        "Shift between the sample groups along each eigenvector: Welch's chi-square of the "
+        "group means as an N(0, 1) deviate under no shift (NaN: no displaced group, nothing to "
+        "measure); a pair is shifted above the Bonferroni critical value at level alpha over "
+        "the candidates.",
         field="shift_z",
+    ),
+    "verdict": VariableSpec(
+        (COMPONENT_DIM,),
+        STRING_KINDS,
+        False,
+        "Verdict of each eigenpair: 'covariance', 'mean shift', 'mixed', 'undetermined' or "
+        "'bulk' (absent in results written before it was stored: derived from stable and "
+        "candidate).",
+        field="pair_verdicts",
+    ),
+    "group": VariableSpec(
+        (SAMPLE_DIM,),
+        "iu",
+        False,
+        "Each sample's group from the verdict's group test, 0 for the inliers (absent in "
+        "results written before it was stored).",
+        field="groups",
     ),
     "knockoff_match": VariableSpec(
         (KNOCKOFF_DIM, COMPONENT_DIM),
@@ -340,6 +357,11 @@ RESULT_ATTRS: dict[str, AttrSpec] = {
         False,
         "Total variance about the location, tr((X - location)ᵀ(X - location))/n, the sum of "
         "all eigenvalues (omitted in results written before it was stored).",
+    ),
+    "group_p_value": AttrSpec(
+        "float",
+        False,
+        "p-value of the verdict's group test (omitted in results written before it was stored).",
     ),
     "threshold": AttrSpec("float", True, "Invariance radius ε on the eigenvalue scale."),
     "knockoff_strength": AttrSpec("float", True, "Knockoff strength θ'²."),
@@ -500,7 +522,11 @@ GENOMICS_VARIABLES: dict[str, VariableSpec] = {
         ("component",), "b", True, "True for eigenvalues clearly above the Marchenko-Pastur edge."
     ),
     "verdict": VariableSpec(
-        ("component",), STRING_KINDS, True, "'stable', 'mean shift' or 'bulk'."
+        ("component",),
+        STRING_KINDS,
+        True,
+        "'covariance', 'mean shift', 'mixed', 'undetermined' or 'bulk' (older outputs say "
+        "'stable' for 'covariance').",
     ),
     "reason": VariableSpec(("component",), STRING_KINDS, True, "Why, in words."),
     "displacement": VariableSpec(

@@ -592,11 +592,16 @@ def add_to_anndata(
     * ``varm`` holds their loadings, ``(n_vars, n_stable)``; variables left out of the fit
       (``mask_var``) get 0, as scanpy does.
     * ``uns`` holds, for all ``K`` eigenpairs, ``eigenvalues``, ``knockoff_eigenvalues``,
-      ``stable``, ``verdicts`` (``"stable"``, ``"mean shift"`` or ``"bulk"``) and
+      ``stable``, ``verdicts`` (:data:`~mspca_dask.result.VERDICTS`: ``"covariance"``,
+      ``"mean shift"``, ``"mixed"``, ``"undetermined"`` or ``"bulk"``), ``shift_z`` and
       ``reasons``; ``stable_components`` (which of the ``K`` the columns of ``obsm`` and
       ``varm`` are), ``noise_variance``, ``threshold``, ``mp_edge`` and the fit's
       ``params`` (``None`` values left out and the list of passes as JSON text, so that
       the AnnData can still be written to ``.h5ad`` and Zarr).
+    * ``uns`` also holds, per observation, ``groups``, ``(n_obs,)``: each one's group from
+      the verdict's group test, 0 for the inliers and -1 for observations left out of the
+      fit; and ``group_p_value``, the test's p-value.  Results stored before the groups were
+      kept have neither (nor ``shift_z`` if they predate it).
 
     Rows are matched by name when the result has labels (``obs_names`` and ``var_names``
     of a fit from AnnData) and by position otherwise.
@@ -620,7 +625,7 @@ def add_to_anndata(
     >>> adata = ad.AnnData(sp.csr_matrix(X))
     >>> add_to_anndata(fit(adata, n_components=4), adata)
     >>> adata.obsm["X_mspca"].shape, list(adata.uns["mspca"]["verdicts"])
-    ((300, 1), ['mean shift', 'stable', 'bulk', 'bulk'])
+    ((300, 1), ['mean shift', 'covariance', 'bulk', 'bulk'])
     """
     if not is_anndata(adata):
         raise InputError(
@@ -664,6 +669,14 @@ def add_to_anndata(
         "mp_edge": float(result.mp_edge),
         "params": _storable(dict(result.params)),
     }
+    if result.shift_z is not None:
+        summary["shift_z"] = np.asarray(result.shift_z, dtype=np.float64)
+    if result.groups is not None:
+        groups = np.full(adata.n_obs, -1, dtype=np.int64)
+        groups[rows] = np.asarray(result.groups, dtype=np.int64)
+        summary["groups"] = groups
+    if result.group_p_value is not None:
+        summary["group_p_value"] = float(result.group_p_value)
     # Every check is done: only now is anything written.
     adata.obsm[keys["obsm"]] = scores
     adata.varm[keys["varm"]] = loadings
