@@ -134,7 +134,7 @@ def assert_same_fit(res, ref, rtol: float = 0.0) -> None:  # noqa: ANN001
 
 def test_fit__anndata_with_auto_location_matches_dense(adata, X):
     ref = _fit(X, location="auto")
-    assert list(ref.verdicts[:2]) == ["mean shift", "stable"]
+    assert list(ref.verdicts[:2]) == ["mean shift", "covariance"]
     assert_same_fit(_fit(adata, location="auto"), ref)
 
 
@@ -291,6 +291,9 @@ def test_add_to_anndata__stores_scores_loadings_and_verdicts(adata):
     np.testing.assert_array_equal(uns["stable"], stable)
     assert list(uns["verdicts"]) == list(res.verdicts)
     assert list(uns["stable_components"]) == list(np.flatnonzero(stable))
+    np.testing.assert_array_equal(uns["shift_z"], res.shift_z)
+    np.testing.assert_array_equal(uns["groups"], res.groups)
+    assert uns["group_p_value"] == res.group_p_value
     assert uns["params"]["n_components"] == K and "variable" not in uns["params"]  # None
 
 
@@ -301,6 +304,7 @@ def test_add_to_anndata__round_trips_through_h5ad_and_zarr(adata, tmp_path):
     for back in (ad.read_h5ad(tmp_path / "out.h5ad"), ad.read_zarr(tmp_path / "out.zarr")):
         np.testing.assert_array_equal(back.obsm["X_mspca"], adata.obsm["X_mspca"])
         assert list(back.uns["mspca"]["verdicts"]) == list(adata.uns["mspca"]["verdicts"])
+        np.testing.assert_array_equal(back.uns["mspca"]["groups"], adata.uns["mspca"]["groups"])
 
 
 def test_add_to_anndata__masked_fit_leaves_nan_scores_and_zero_loadings(adata, keep):
@@ -309,6 +313,9 @@ def test_add_to_anndata__masked_fit_leaves_nan_scores_and_zero_loadings(adata, k
     scores, loadings = adata.obsm["X_mspca"], adata.varm["MSPCA"]
     assert np.isnan(scores[~keep[0]]).all() and not np.isnan(scores[keep[0]]).any()
     np.testing.assert_array_equal(scores[keep[0]], res.scores[:, res.stable])
+    groups = adata.uns["mspca"]["groups"]  # -1: left out of the fit
+    assert (groups[~keep[0]] == -1).all()
+    np.testing.assert_array_equal(groups[keep[0]], res.groups)
     assert (loadings[~keep[1]] == 0).all()
     np.testing.assert_array_equal(loadings[keep[1]], res.components.T)
 
@@ -319,6 +326,18 @@ def test_add_to_anndata__matches_rows_of_a_reopened_result_by_name(adata, tmp_pa
     mspca_dask.add_to_anndata(mspca_dask.open_result(tmp_path / "res.zarr"), adata)
     kept = adata.obs["keep"].to_numpy()
     np.testing.assert_array_equal(adata.obsm["X_mspca"][kept], res.scores[:, res.stable])
+
+
+def test_add_to_anndata__an_older_result_has_no_groups(adata, tmp_path):
+    from mspca_dask.io import write_dataset_atomic
+
+    ds = _fit(adata).to_dataset().drop_vars(["verdict", "group"])
+    del ds.attrs["group_p_value"]
+    old = mspca_dask.open_result(write_dataset_atomic(ds, tmp_path / "old.zarr"))
+    mspca_dask.add_to_anndata(old, adata)
+    uns = adata.uns["mspca"]
+    assert "groups" not in uns and "group_p_value" not in uns
+    assert set(uns["verdicts"]) <= {"covariance", "mean shift", "bulk"}
 
 
 def test_add_to_anndata__refuses_existing_keys_and_writes_nothing(adata):

@@ -28,7 +28,8 @@ from mspca_dask.testing import make_spiked_mixture
 REPO_ROOT = Path(__file__).resolve().parents[1]
 # index, eigenvalue, knockoff, displacement, overlap, bound, shift z, verdict
 TABLE_ROW = re.compile(
-    r"^\d+\s+\S+\s+\S+\s+\S+\s+\S+\s+\S+\s+\S+\s+(stable|mean shift|bulk)\s", re.M
+    r"^\d+\s+\S+\s+\S+\s+\S+\s+\S+\s+\S+\s+\S+\s+(covariance|mean shift|mixed|undetermined|bulk)\s",
+    re.M,
 )
 STABLE_SENTENCE = re.compile(
     r"MS-PCA's first stable component .* aligns \d+\.\d% with the true covariance PC"
@@ -91,7 +92,7 @@ def test_fit__prints_table_with_both_verdicts_and_writes_result(fitted: dict[str
     assert "eigenvalue" in stdout and "knockoff" in stdout and "verdict" in stdout
     verdicts = TABLE_ROW.findall(stdout)
     assert len(verdicts) == 6
-    assert "stable" in verdicts and "mean shift" in verdicts
+    assert "covariance" in verdicts and "mean shift" in verdicts
     assert f"result written to {fitted['out']}" in stdout
     res = mspca_dask.open_result(fitted["out"])
     assert res.n_components == 6 and res.n_samples == 600 and res.n_features == 300
@@ -209,9 +210,7 @@ def test_fit__passes_options_to_fit(
             "3",
             "--threshold-scale",
             "2.5",
-            "--min-overlap",
-            "0.4",
-            "--min-shift-share",
+            "--alpha",
             "0.1",
             "--edge-margin",
             "2",
@@ -243,8 +242,7 @@ def test_fit__passes_options_to_fit(
             "knockoff_weight": 0.5,
             "knockoff_factor": 3.0,
             "threshold_scale": 2.5,
-            "min_overlap": 0.4,
-            "min_shift_share": 0.1,
+            "alpha": 0.1,
             "edge_margin": 2.0,
             "tol": 1e-3,
             "max_passes": 12,

@@ -37,19 +37,10 @@ from mspca_dask.testing import alignment, paper_setting
 # small" for the random-matrix approximations), or, when that spike is judged a mean shift,
 # NoStableComponentWarning: also on purpose, and ignored for the same reason.  Every
 # instance fixes n_features_out: with the default, transform refuses to output zero columns
-# (a ParameterError, tested below), which the generic checks would read as a failure.  Four
-# checks set n_components=1 themselves; with location=None their uncentred data have one
-# spike, the mean, judged a mean shift, so no eigenpair may fill n_features_out=1 and fit
-# refuses (ParameterError): those four, for that instance only, are strict expected failures.
-_LOCATION_NONE_REFUSALS = dict.fromkeys(
-    (
-        "check_dont_overwrite_parameters",
-        "check_methods_sample_order_invariance",
-        "check_methods_subset_invariance",
-        "check_fit2d_predict1d",
-    ),
-    "n_components=1 on uncentred data: the one eigenpair is a mean shift, fit refuses",
-)
+# (a ParameterError, tested below), which the generic checks would read as a failure.  With
+# location=None the uncentred data of the checks that set n_components=1 have one spike, the
+# mean, which every sample shares: no displaced group, so it is a covariance pair and fills
+# n_features_out=1.
 
 
 @pytest.mark.filterwarnings("ignore::mspca_dask.NoSpikeWarning")
@@ -67,7 +58,6 @@ _LOCATION_NONE_REFUSALS = dict.fromkeys(
             n_knockoffs=2,
         ),
     ],
-    expected_failed_checks=lambda est: _LOCATION_NONE_REFUSALS if est.location is None else {},
 )
 def test_sklearn_compatible_estimator(estimator, check):
     check(estimator)
@@ -118,6 +108,14 @@ def test_defaults_recover_clean_covariance_pc(paper, fitted):
     assert_array_equal(est.mean_shift_components_, est.result_.mean_shift_components)
     # the mean-shift cluster is found and kept apart
     assert est.mean_shift_components_.shape[0] >= 1
+    assert est.verdicts_.shape == (10,) and "mean shift" in est.verdicts_.tolist()
+    assert_array_equal(est.verdicts_, est.result_.verdicts)
+    assert_array_equal(est.stable_, np.isin(est.verdicts_, ("covariance", "mixed")))
+    assert est.groups_.shape == (1000,) and est.groups_.dtype.kind in "iu"
+    assert_array_equal(est.groups_, est.result_.groups)
+    # the displaced group is the shifted cluster
+    shifted = model.membership != 0
+    assert np.mean((est.groups_ != 0) == shifted) > 0.95
     assert est.n_features_in_ == 900
     assert not hasattr(est, "feature_names_in_")
     assert est.mean_.shape == (900,)
@@ -195,8 +193,7 @@ def test_get_params_set_params():
         "knockoff_weight": 1.0,
         "knockoff_factor": 2.0,
         "threshold_scale": 3.0,
-        "min_overlap": 0.5,
-        "min_shift_share": 0.05,
+        "alpha": 0.05,
         "edge_margin": 4.0,
         "tol": None,
         "max_passes": 40,
@@ -238,7 +235,8 @@ def test_mspca_dask_exposes_the_estimator():
         ({"solver": "lanczos"}, "'solver' parameter of MeanShiftPCA must be"),
         ({"location": "median"}, "'location' parameter of MeanShiftPCA must be"),
         ({"knockoff_weight": 1.5}, "'knockoff_weight' parameter of MeanShiftPCA must be"),
-        ({"min_overlap": 0.0}, "'min_overlap' parameter of MeanShiftPCA must be"),
+        ({"alpha": 0.0}, "'alpha' parameter of MeanShiftPCA must be"),
+        ({"alpha": 0.5}, "'alpha' parameter of MeanShiftPCA must be"),
         ({"max_passes": 1}, "'max_passes' parameter of MeanShiftPCA must be"),
         ({"edge_margin": -0.5}, "'edge_margin' parameter of MeanShiftPCA must be"),
         ({"tol": 0.0}, "'tol' parameter of MeanShiftPCA must be"),
@@ -417,7 +415,10 @@ def test_mean_shift_pca__warns_when_every_spike_is_a_mean_shift():
         600, 300, covariance_spikes=(), mean_shift_weights=(0.1,), random_state=4
     ).to_numpy()
     est = MeanShiftPCA(n_components=3, random_state=0)
-    warned = r"kept 0 components: all 1 spike.*transform\(\) raises until n_features_out is set"
+    warned = (
+        r"kept 0 components: none of the 1 spike.*transform\(\) raises until n_features_out "
+        r"is set"
+    )
     with pytest.warns(NoStableComponentWarning, match=warned):
         est.fit(X)
     assert est.n_components_ == 0 and est.mean_shift_components_.shape == (1, 300)
@@ -547,7 +548,7 @@ def test_n_features_out__completes_stable_with_bulk_never_mean_shift(small):
     verdicts = est.result_.verdicts
     assert verdicts[0] == "mean shift" and est.n_components_ == 3
     assert_array_equal(est.components_index_, [1, 2, 3])
-    assert verdicts[est.components_index_].tolist() == ["stable", "bulk", "bulk"]
+    assert verdicts[est.components_index_].tolist() == ["covariance", "bulk", "bulk"]
     assert_array_equal(est.components_, est.result_.eigenvectors[1:])
     assert_array_equal(est.explained_variance_, est.eigenvalues_[1:])
     assert Z.shape == (300, 3)
@@ -565,8 +566,8 @@ def test_n_features_out__refuses_a_width_it_cannot_fill(small):
     with pytest.raises(
         ParameterError,
         match=r"n_features_out=2 needs 2 eigenpairs that are not mean shifts, but of the "
-        r"n_components=2 examined 1 are mean shifts \(1 stable, 0 bulk\); raise n_components "
-        r"to at least 3",
+        r"n_components=2 examined 1 are mean shifts or undetermined \(1 stable, 0 bulk\); "
+        r"raise n_components to at least 3",
     ):
         est.fit(small)
     assert not hasattr(est, "components_")  # no half fit

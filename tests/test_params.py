@@ -35,8 +35,8 @@ def test_estimator_defaults_and_constraints_are_the_registry_ones():
 
 
 def test_from_kwargs__message_names_parameter_and_range():
-    with pytest.raises(ParameterError, match=r"min_overlap must be a number in \(0, 1\] \(not 0\)"):
-        FitParams.from_kwargs(min_overlap=0)
+    with pytest.raises(ParameterError, match=r"alpha must be a number in \(0, 0.5\) \(not 0\)"):
+        FitParams.from_kwargs(alpha=0)
     with pytest.raises(ParameterError, match=r"n_knockoffs must be an integer >= 1 \(not 2.5\)"):
         FitParams.from_kwargs(n_knockoffs=2.5)
     with pytest.raises(ParameterError, match=r"solver must be one of"):

@@ -31,13 +31,17 @@ from mspca_dask.result import (
 K, B, N, D = 4, 3, 20, 6
 STABLE = np.array([True, False, True, False])
 CANDIDATE = np.array([True, True, True, False])
-VERDICTS = ["stable", "mean shift", "stable", "bulk"]
+VERDICTS = ["covariance", "mean shift", "mixed", "bulk"]
 REASONS = [
-    "stable: eigenvalue moved 0.001 < threshold 0.1",
-    "mean shift: eigenvalue moved 1.2 >= threshold 0.1",
-    "stable: eigenvalue moved 0.02 < threshold 0.1 <&>",
-    "bulk: 2.9 is not above the Marchenko-Pastur edge 3.0",
+    "covariance: not shifted between the groups; shift z 0.4",
+    "mean shift: groups shifted along it, only noise within the inliers; shift z 12",
+    "mixed: groups shifted along it and a spike within the inliers; shift z 4.1 <&>",
+    "bulk: not above the bulk edge",
 ]
+#: Two displaced groups: samples 0, 5, 10, 15 in group 1 and 3, 13 in group 2.
+GROUPS = np.where(np.arange(N) % 5 == 0, 1, np.where(np.arange(N) % 10 == 3, 2, 0))
+#: The fields a result written before the verdict, its groups and their test were stored lacks.
+OLD_STYLE = {"pair_verdicts": None, "groups": None, "group_p_value": None}
 
 
 def make_result(
@@ -83,10 +87,19 @@ def make_result(
         "sample_dim": sample_dim,
         "feature_dim": feature_dim,
         "knockoff_match": np.tile(np.arange(K), (B, 1)),
-        "shift_z": np.array([0.4, 12.0, 1.1, 0.2]),
+        "shift_z": np.array([0.4, 12.0, 4.1, 0.2]),
         "diagnostics": "too small: min(n, d) = 4 < 40",
         "total_variance": 24.75,
+        "pair_verdicts": np.array(VERDICTS, dtype=object),
+        "groups": GROUPS.copy(),
+        "group_p_value": 0.0125,
     }
+    if "stable" in overrides and "pair_verdicts" not in overrides:
+        # verdicts that agree with the stable flags given (the result checks they agree)
+        stable = np.asarray(overrides["stable"]).astype(bool)
+        fields["pair_verdicts"] = np.where(
+            stable, "covariance", np.where(CANDIDATE, "mean shift", "bulk")
+        ).astype(object)
     fields.update(overrides)
     return MSPCAResult(**fields)  # type: ignore[arg-type]
 
@@ -131,6 +144,33 @@ def test_properties__select_by_verdict(res: MSPCAResult) -> None:
     assert res.verdicts.tolist() == VERDICTS
 
 
+def test_verdicts__derived_from_stable_and_candidate_for_an_older_result() -> None:
+    old = make_result(**OLD_STYLE)
+    assert old.verdicts.tolist() == ["covariance", "mean shift", "covariance", "bulk"]
+    assert_array_equal(old.components, old.eigenvectors[[0, 2]])
+    assert_array_equal(old.mean_shift_components, old.eigenvectors[[1]])
+
+
+def test_mean_shift_components__are_the_mean_shift_verdicts_only() -> None:
+    res = make_result(
+        pair_verdicts=np.array(["covariance", "undetermined", "mean shift", "bulk"]),
+        stable=np.array([True, False, False, False]),
+    )
+    assert_array_equal(res.mean_shift_components, res.eigenvectors[[2]])
+    assert_array_equal(res.components, res.eigenvectors[[0]])
+
+
+def test_displaced__are_the_samples_outside_the_inliers_group(res: MSPCAResult) -> None:
+    assert res.displaced.dtype == bool
+    assert np.flatnonzero(res.displaced).tolist() == [0, 3, 5, 10, 13, 15]
+    assert res.n_groups == 3
+    one = make_result(groups=np.zeros(N, dtype=np.int64))
+    assert not one.displaced.any() and one.n_groups == 1
+    old = make_result(**OLD_STYLE)
+    assert old.displaced.shape == (N,) and not old.displaced.any()
+    assert old.n_groups == 1
+
+
 def test_properties__no_knockoff_gives_nan_knockoff_eigenvalues() -> None:
     res = make_result(knockoff_eigenvalues_all=np.empty((0, K)), knockoff_match=None)
     assert res.n_knockoffs == 0
@@ -152,6 +192,8 @@ def test_result__is_frozen(res: MSPCAResult) -> None:
         ("knockoff_eigenvalues_all", np.zeros(K), r"must be 2-D, shaped \(B, K'\)"),
         ("knockoff_eigenvalues_all", np.zeros((B, K - 1)), r"knockoff_eigenvalues_all must"),
         ("sample_coords", np.arange(N - 1), r"sample_coords must have shape \(20,\)"),
+        ("pair_verdicts", np.array(VERDICTS[:-1]), r"pair_verdicts must have shape \(4,\)"),
+        ("groups", np.zeros(N + 1, dtype=int), r"groups must have shape \(20,\)"),
         ("eigenvalues", np.zeros((K, 1)), r"eigenvalues must be 1-D"),
     ],
 )
@@ -163,6 +205,23 @@ def test_result__raises_on_inconsistent_shapes(field: str, value: np.ndarray, ma
 def test_result__raises_on_non_boolean_stable() -> None:
     with pytest.raises(DTypeError, match="stable must be a boolean array"):
         make_result(stable=STABLE.astype(int))
+
+
+def test_result__raises_on_unknown_verdict() -> None:
+    # the verdict that was called "stable" before is "covariance" now
+    with pytest.raises(InputError, match=r"pair_verdicts must be among .*\['stable'\]"):
+        make_result(pair_verdicts=np.array(["stable", "mean shift", "mixed", "bulk"]))
+
+
+def test_result__raises_when_stable_disagrees_with_the_verdicts() -> None:
+    with pytest.raises(InputError, match="stable must be True exactly where"):
+        make_result(stable=np.array([True, True, True, False]), pair_verdicts=np.array(VERDICTS))
+
+
+@pytest.mark.parametrize("groups", [GROUPS - 1, GROUPS.astype(float)])
+def test_result__raises_on_groups_that_are_not_non_negative_integers(groups) -> None:
+    with pytest.raises(DTypeError, match="groups must hold non-negative integers"):
+        make_result(groups=groups)
 
 
 @pytest.mark.parametrize("dims", [("x", "x"), ("component", "features"), ("samples", "knockoff")])
@@ -348,6 +407,52 @@ def test_to_dataset__omits_none(res: MSPCAResult) -> None:
     assert "samples" not in ds.coords and "features" not in ds.coords
 
 
+def test_to_zarr__round_trips_the_verdicts_and_groups(res: MSPCAResult, tmp_path) -> None:
+    ds = res.to_dataset()
+    assert ds["verdict"].dims == ("component",) and ds["group"].dims == ("samples",)
+    assert ds.attrs["group_p_value"] == 0.0125
+    back = open_result(res.to_zarr(tmp_path / "r.zarr"))
+    assert back.verdicts.tolist() == VERDICTS
+    assert all(type(v) is str for v in back.pair_verdicts)
+    assert_array_equal(back.groups, GROUPS)
+    assert back.groups.dtype.kind in "iu"
+    assert back.group_p_value == 0.0125
+    assert_array_equal(back.displaced, res.displaced)
+
+
+def test_to_zarr__round_trips_nan_shift_z_with_no_displaced_group(tmp_path) -> None:
+    # one group: nothing to measure a shift with, every candidate a covariance pair
+    res = make_result(
+        shift_z=np.array([np.nan, np.nan, np.nan, np.nan]),
+        pair_verdicts=np.array(["covariance", "covariance", "covariance", "bulk"]),
+        stable=np.array([True, True, True, False]),
+        groups=np.zeros(N, dtype=np.int64),
+        group_p_value=0.5,
+    )
+    back = open_result(res.to_zarr(tmp_path / "r.zarr"))
+    assert np.isnan(back.shift_z).all()
+    assert back.n_groups == 1 and back.group_p_value == 0.5
+    assert "nan" in back.summary()
+
+
+def test_open_result__reads_a_store_written_before_verdicts_and_groups(
+    res: MSPCAResult, tmp_path
+) -> None:
+    from mspca_dask.io import write_dataset_atomic
+
+    ds = res.to_dataset().drop_vars(["verdict", "group"])
+    del ds.attrs["group_p_value"]
+    back = open_result(write_dataset_atomic(ds, tmp_path / "old.zarr"))
+    assert back.pair_verdicts is None and back.groups is None and back.group_p_value is None
+    assert back.verdicts.tolist() == ["covariance", "mean shift", "covariance", "bulk"]
+    assert not back.displaced.any()
+    assert "groups =" not in back.summary()
+    # and it is written back as it was read: without them
+    again = back.to_dataset()
+    assert "verdict" not in again and "group" not in again
+    assert "group_p_value" not in again.attrs
+
+
 def test_to_dataset__omits_total_variance_of_an_older_result(tmp_path) -> None:
     res = make_result(total_variance=None)  # as read from a store written before it
     assert "total_variance" not in res.to_dataset().attrs
@@ -382,6 +487,7 @@ def test_to_dataset__raises_on_unserialisable_params() -> None:
         {"has_location": False, "random_state": None, "coords": False},
         {"sample_dim": "cells", "feature_dim": "genes"},
         {"random_state": 0},
+        OLD_STYLE,
     ],
 )
 def test_from_dataset__round_trip_is_exact(kwargs: dict) -> None:
@@ -435,6 +541,18 @@ def test_from_dataset__float32_round_trip_keeps_dtype() -> None:
             lambda ds: ds.assign_attrs(mspca_schema_version=SCHEMA_VERSION + 1),
             "newer than this mspca_dask understands",
         ),
+        (
+            lambda ds: ds.assign(group=("component", np.zeros(K, dtype=int))),
+            r"variable 'group' must have dims \('samples',\)",
+        ),
+        (
+            lambda ds: ds.assign(verdict=("component", np.ones(K))),
+            "variable 'verdict' must have a dtype of kind",
+        ),
+        (
+            lambda ds: ds.assign_attrs(group_p_value="0.01"),
+            "attribute 'group_p_value' must be a float",
+        ),
         (lambda ds: ds.assign_attrs(params="[1, 2]"), "'params' must be a JSON object"),
         (lambda ds: ds.assign_attrs(params="{oops"), "'params' is not valid JSON"),
     ],
@@ -454,7 +572,7 @@ def test_validate_result_dataset__raises_on_non_dataset(res: MSPCAResult) -> Non
 
 
 @pytest.mark.parametrize(
-    "kwargs", [{}, {"has_location": False, "random_state": None, "coords": False}]
+    "kwargs", [{}, {"has_location": False, "random_state": None, "coords": False}, OLD_STYLE]
 )
 def test_to_zarr__open_result_round_trip(kwargs: dict, tmp_path) -> None:
     res = make_result(**kwargs)
@@ -514,6 +632,19 @@ def test_summary__lists_every_eigenpair(res: MSPCAResult) -> None:
     footer = text.splitlines()[-1]
     for column in ("knockoff", "displacement", "overlap", "bound", "shift z", "verdict"):
         assert f"{column} =" in footer or f"{column}," in footer, column
+    # what each verdict means, and what a NaN shift z is
+    for verdict in ("covariance (", "mean shift (", "mixed (", "undetermined (", "bulk ("):
+        assert verdict in footer, verdict
+    assert "nan: no displaced group" in footer
+
+
+def test_summary__header_counts_verdicts_and_groups(res: MSPCAResult) -> None:
+    text = res.summary()
+    assert "K = 4 eigenpairs (1 covariance, 1 mean shift, 1 mixed)" in text
+    assert "groups = 3 (6 displaced samples, group test p = 0.0125)" in text
+    old = make_result(**OLD_STYLE).summary()
+    assert "(2 covariance, 1 mean shift)" in old
+    assert "groups =" not in old
 
 
 def test_repr__is_short(res: MSPCAResult) -> None:
@@ -552,7 +683,7 @@ def test_plot__draws_edge_and_saves_png(res: MSPCAResult, mpl, tmp_path) -> None
     assert len(edges) == 1
     assert edges[0].get_label() == "Marchenko–Pastur edge"
     labels = ax.get_legend_handles_labels()[1]
-    for needle in ("stable", "mean shift", "bulk", "knockoff eigenvalues"):
+    for needle in ("covariance", "mean shift", "mixed", "bulk", "knockoff eigenvalues"):
         assert needle in labels
     out = tmp_path / "plot.png"
     fig.savefig(out)
@@ -605,8 +736,10 @@ def test_plot__uses_given_axes(res: MSPCAResult, mpl) -> None:
 def test_plot__without_stable_or_knockoffs(mpl) -> None:
     res = make_result(
         stable=np.zeros(K, dtype=bool),
+        pair_verdicts=np.array(["undetermined", "mean shift", "mean shift", "bulk"]),
         knockoff_eigenvalues_all=np.empty((0, K)),
         knockoff_match=None,
     )
-    fig = res.plot()
-    assert "stable" not in fig.axes[0].get_legend_handles_labels()[1]
+    labels = res.plot().axes[0].get_legend_handles_labels()[1]
+    assert "covariance" not in labels and "±ε around stable eigenvalues" not in labels
+    assert "undetermined" in labels

