@@ -152,8 +152,8 @@ class Location:
         The given location (``mode="given"`` only).
     reference : (n,) bool ndarray or None
         Samples known to be inliers, whose centre the location is (``"none"`` or
-        ``"given"`` only): the shift evidence's null variance comes from them
-        (:func:`mspca_dask.matching.shift_evidence`).
+        ``"given"`` only): the verdict's group test holds them in the inliers' group, in the
+        data and in its twins (:func:`mspca_dask.verdict.fit_groups`).
     """
 
     mode: Literal["auto", "none", "given"]

@@ -475,7 +475,7 @@ class KrylovSpectra:
         3. the largest Ritz value below the edge is not climbing fast enough to become a
            candidate: its last rise, extrapolated geometrically at the ratio of its last two
            rises (at most 0.9), stays below the candidate line ``edge + edge_margin · TW
-           scale`` of :func:`~mspca_dask.matching.check_invariance`.  Only that one is
+           scale`` (the fit's candidates, :mod:`mspca_dask.verdict`).  Only that one is
            watched: Ritz values lie below the eigenvalues of the same rank (Cauchy
            interlacing), and a missing eigenvalue above the line would be the largest one
            below the edge, which that Ritz value converges to (the deeper ones, converging
