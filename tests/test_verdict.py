@@ -11,15 +11,16 @@ import numpy as np
 import pytest
 from scipy import stats
 
+import mspca_dask
 from mspca_dask.verdict import (
     VERDICTS,
+    WithinSpikes,
     between_group_share,
-    bulk_level,
-    clean_components,
     decide,
     fit_groups,
     judge_pairs,
     knockoff_report,
+    match_spikes,
     shift_statistics,
 )
 from mspca_dask.verdict.mixture import fit_mixture, select_mixture
@@ -157,13 +158,11 @@ def test_between_group_share():
 
 
 def _pairs_data(seed: int = 12):
-    """Pair 0 a pure shift, pair 1 a covariance spike of the inliers, pair 2 both, pair 3 bulk."""
+    """Pairs 0 and 2 shifted between the groups, pairs 1, 3 and 4 not."""
     rng = np.random.default_rng(seed)
     n = 2000
     labels = (np.arange(n) < 200).astype(int)
-    T = rng.standard_normal((n, 4))
-    T[:, 1] *= 3.0
-    T[:, 2] *= 3.0
+    T = rng.standard_normal((n, 5))
     T[labels == 1, 0] += 8.0
     T[labels == 1, 2] += 8.0
     return T, labels
@@ -171,57 +170,47 @@ def _pairs_data(seed: int = 12):
 
 def test_the_four_verdicts():
     T, labels = _pairs_data()
-    out = judge_pairs(T, np.array([True, True, True, False]), labels, bulk=2.0, level=0.05)
-    assert out.verdicts.tolist() == ["mean shift", "covariance", "mixed", "bulk"]
-    assert out.stable.tolist() == [False, True, True, False]
+    candidate = np.array([True, True, True, False, True])
+    carried = np.array([-1, 0, 1, -1, -1])  # pairs 1 and 2 carry within-group spikes
+    cosine = np.array([0.0, 0.9, 0.8, 0.0, 0.0])
+    out = judge_pairs(T, candidate, labels, carried=carried, carried_cosine=cosine, level=0.05)
+    assert out.verdicts.tolist() == ["mean shift", "covariance", "mixed", "bulk", "undetermined"]
+    assert out.stable.tolist() == [False, True, True, False, False]
     assert set(out.verdicts) <= set(VERDICTS)
-
-
-def test_a_spread_of_the_displaced_group_alone_is_undetermined():
-    rng = np.random.default_rng(13)
-    n = 2000
-    labels = (np.arange(n) < 200).astype(int)
-    T = rng.standard_normal((n, 2))
-    T[labels == 1, 1] *= 6.0  # the displaced group spreads; the inliers do not
-    T[labels == 1, 0] += 8.0
-    out = judge_pairs(T, np.array([True, True]), labels, bulk=2.0, level=0.05)
-    assert out.verdicts[1] == "undetermined"
-
-
-def test_verdicts_do_not_depend_on_the_scale_of_the_scores():
-    T, labels = _pairs_data(seed=14)
-    cand = np.array([True, True, True, False])
-    a = judge_pairs(T, cand, labels, bulk=2.0, level=0.05)
-    b = judge_pairs(7.0 * T, cand, labels, bulk=2.0 * 49.0, level=0.05)
-    assert a.verdicts.tolist() == b.verdicts.tolist()
-    assert np.allclose(a.shift_z, b.shift_z)
 
 
 def test_without_groups_every_candidate_is_covariance():
     T = np.random.default_rng(15).standard_normal((500, 3)) * [3.0, 2.0, 1.0]
-    out = judge_pairs(T, np.array([True, True, False]), np.zeros(500, int), bulk=1.5, level=0.05)
+    none = np.full(3, -1)
+    out = judge_pairs(
+        T,
+        np.array([True, True, False]),
+        np.zeros(500, int),
+        carried=none,
+        carried_cosine=np.zeros(3),
+        level=0.05,
+    )
     assert out.verdicts.tolist() == ["covariance", "covariance", "bulk"]
 
 
-def test_bulk_level_is_the_largest_non_candidate_at_least_the_edge():
-    lam = np.array([9.0, 5.0, 3.2, 3.1])
-    assert bulk_level(lam, np.array([True, True, False, False]), 3.0) == 3.2
-    assert bulk_level(lam, np.array([True, True, False, False]), 3.5) == 3.5
-    assert bulk_level(lam, np.ones(4, bool), 3.0) == 3.0
+def test_verdicts_do_not_depend_on_the_scale_of_the_scores():
+    T, labels = _pairs_data(seed=14)
+    cand = np.ones(5, dtype=bool)
+    kw = {"carried": np.array([-1, 0, 1, -1, -1]), "carried_cosine": np.ones(5), "level": 0.05}
+    a = judge_pairs(T, cand, labels, **kw)
+    b = judge_pairs(7.0 * T, cand, labels, **kw)
+    assert a.verdicts.tolist() == b.verdicts.tolist()
+    assert np.allclose(a.shift_z, b.shift_z)
 
 
-def test_clean_components_remove_the_shift():
-    """A spike of the inliers at 45 degrees to the shift comes back without it."""
-    rng = np.random.default_rng(16)
-    n = 3000
-    labels = (np.arange(n) < 300).astype(int)
-    spike = np.array([1.0, 1.0]) / np.sqrt(2)
-    T = rng.standard_normal((n, 2)) + 2.5 * rng.standard_normal((n, 1)) * spike
-    T[labels == 1, 0] += 10.0
-    rotation, variances = clean_components(T, labels, 1)
-    assert abs(rotation[:, 0] @ spike) > 0.98
-    plain = np.linalg.eigh(np.cov(T, rowvar=False))[1][:, -1]
-    assert abs(plain @ spike) < 0.9  # plain PCA is pulled towards the shift
+def test_spikes_are_matched_one_to_one_within_sixty_degrees():
+    E = np.eye(4)
+    components = E[:3]  # three candidate pairs along the first three axes
+    c, s = np.cos(np.pi / 6), np.sin(np.pi / 6)
+    spikes = np.array([c * E[1] + s * E[3], 0.3 * E[0] + np.sqrt(0.91) * E[3]])
+    carried, cosine = match_spikes(components, np.ones(3, dtype=bool), spikes)
+    assert carried.tolist() == [-1, 0, -1]  # the second spike lies 73° from every pair
+    assert np.isclose(cosine[1], c)
 
 
 def test_knockoff_report_matches_by_overlap():
@@ -236,9 +225,32 @@ def test_knockoff_report_matches_by_overlap():
 def test_decide_runs_the_model_end_to_end():
     T, members = _shifted(seed=17, k=3)
     T[:, 1] *= 3.0
-    v = decide(T, T.var(axis=0), np.array([True, True, False]), edge=1.5, seed=0)
+    components = np.eye(3)
+    groups = fit_groups(T[:, :2])
+    within = WithinSpikes(np.array([9.0, 1.0]), np.eye(3)[[1, 2]], line=2.0)
+    v = decide(T, T.var(axis=0), np.array([True, True, False]), components, groups, within=within)
     assert v.groups.found
     assert v.pairs.verdicts.tolist() == ["mean shift", "covariance", "bulk"]
+
+
+def test_a_spike_mixed_with_a_shift_comes_back_clean():
+    """A covariance spike at 45 degrees to a 10 % shift: plain PCA returns their mixture,
+    the fit returns the spike (the within-group covariance's top eigenvector)."""
+    rng = np.random.default_rng(18)
+    n, d = 1000, 300
+    u = np.zeros(d)
+    u[0] = 1.0
+    m = np.zeros(d)
+    m[[0, 1]] = [1.0, 1.0]
+    X = rng.standard_normal((n, d)) + 2.0 * rng.standard_normal((n, 1)) * u
+    X[:100] += 6.0 * m
+    res = mspca_dask.fit(X, n_components=5, random_state=0)
+    assert res.n_stable >= 1
+    assert abs(res.components[0] @ u) > 0.93
+    Xc = X - X.mean(axis=0)
+    plain = np.linalg.svd(Xc, full_matrices=False)[2][0]
+    assert abs(plain @ u) < 0.9
+    assert np.mean(res.groups[:100] > 0) > 0.9
 
 
 # ---------------------------------------------------------------- calibration and power

@@ -34,8 +34,8 @@ import numpy as np
 
 from .. import rmt
 from ..errors import ConvergenceWarning, InputError, ModelFitWarning, NonFiniteError, NoSpikeWarning
+from ..verdict import GroupFit, WithinSpikes, decide, fit_groups
 from ..verdict.diagnostics import model_fit_diagnostics
-from ..verdict import GroupFit, Verdict, clean_components, decide, fit_groups
 from .draws import Draws
 from .linalg import LowRank, flip_signs
 from .plan import FitPlan
@@ -123,6 +123,7 @@ class Centre:
     mu: np.ndarray | None = None  # (d,)
     image: np.ndarray | None = None  # dual: X μ (n,)
     groups: GroupFit | None = None  # location="auto": the groups its location comes from
+    group_images: np.ndarray | None = None  # primal Xᵀ1_g (d, G − 1) of those groups
 
 
 @dataclass(frozen=True)
@@ -360,6 +361,7 @@ def _estimate_location(
         return centre, knock
     known = fit.known_vectors(knock, centre, m)
     out = spectra.read_with("mspca-location-groups", known, side=members)
+    centre = replace(centre, group_images=out["side"])
     return centre, _with_groups(knock, members, out["side"], draws, fit.dual)
 
 
@@ -521,21 +523,40 @@ def _finish(
     for line in diagnostics:
         warnings.warn(line, ModelFitWarning, stacklevel=3)
     components, scores = _output(fit, centre, reported, image)
+    groups = centre.groups
+    if groups is None:
+        groups = (
+            fit_groups(
+                scores[:, candidate],
+                pinned=fit.plan.location.reference,
+                level=prm.alpha,
+                seed=fit.location_seed,
+            )
+            if np.any(candidate)
+            else GroupFit.none(n, prm.alpha)
+        )
+    within = _within(fit, m, knock, centre, groups) if groups.found else None
     verdict = decide(
         scores,
         reported.values,
         candidate,
-        edge=edge,
+        components,
+        groups,
         level=prm.alpha,
-        groups=centre.groups,
-        pinned=fit.plan.location.reference,
+        within=None
+        if within is None
+        else WithinSpikes(within.values, within.components, within.line),
         knockoff_eigenvalues=np.stack([sp.values for sp in knock_specs]),
         overlaps=overlaps,
-        seed=fit.location_seed,
     )
     stable = verdict.pairs.stable
-    if verdict.groups.found and np.any(stable):
-        components, scores = _shift_removed(components, scores, verdict, stable)
+    if within is not None:
+        # a stable pair's component is the within-group spike it carries: the shift removed
+        slots = np.flatnonzero(verdict.pairs.carried >= 0)
+        spikes = verdict.pairs.carried[slots]
+        components, scores = components.copy(), scores.copy()
+        components[slots] = within.components[spikes]
+        scores[:, slots] = within.scores[:, spikes]
     if not np.any(candidate):
         warnings.warn(
             f"no eigenvalue is clearly above the Marchenko-Pastur edge {edge:.4g} (largest "
@@ -579,21 +600,69 @@ def _finish(
     )
 
 
-def _shift_removed(
-    components: np.ndarray, scores: np.ndarray, verdict: Verdict, stable: np.ndarray
-) -> tuple[np.ndarray, np.ndarray]:
-    """The stable pairs' eigenvectors and scores replaced by the inliers' top covariance
-    directions in the span of all K (:func:`~mspca_dask.verdict.clean_components`): a
-    covariance spike mixed with a shift comes back without it."""
-    idx = np.flatnonzero(stable)
-    rotation, _ = clean_components(scores, verdict.groups.labels, idx.size)
-    clean = rotation.T @ components  # (n_stable, d), orthonormal rows
-    flipped = flip_signs(clean.T)
-    signs = np.where(np.sum(flipped * clean.T, axis=0) < 0, -1.0, 1.0)
-    components, scores = components.copy(), scores.copy()
-    components[idx] = flipped.T
-    scores[:, idx] = (scores @ rotation) * signs
-    return components, scores
+@dataclass(frozen=True)
+class Within:
+    """The spikes of the within-group covariance: the data re-centred at each group's mean."""
+
+    values: np.ndarray  # (K,) its top eigenvalues
+    components: np.ndarray  # (K, d) unit eigenvectors, as rows
+    scores: np.ndarray  # (n, K) (X − 1μᵀ) on them, μ the location
+    line: float  # its candidate line: the edge at its own noise level plus the margin
+
+
+def _within(fit: _Run, m: Moments, knock: Knockoffs, centre: Centre, groups: GroupFit) -> Within:
+    """Top-K eigenpairs of ``S_w = X_wᵀX_w / n``, ``X_w = X − Σ_g 1_g μ_gᵀ`` (every row less its
+    group's mean): the covariance with the shift removed, a low-rank update of the operator
+    the passes have built (at most two reads: the group sums, and the scores when the
+    solver kept no images)."""
+    n, d, K = fit.n, fit.d, fit.plan.params.n_components
+    spectra = fit.spectra
+    labels = groups.labels
+    members = (labels[:, None] == np.arange(groups.n_groups)[None, :]).astype(float)  # (n, G)
+    counts = members.sum(axis=0)
+    known = fit.known_vectors(knock, centre, m)
+    if fit.dual:
+        out = spectra.read_with("mspca-within-groups", known, extra=[members], keep=members)
+        sums = out["keep"]  # (d, G) Xᵀ1_g
+        means = sums / counts
+        gram_members = spectra.apply(members)  # (n, G) X Xᵀ 1_g
+        images = gram_members / counts  # X μ_g
+        lowrank = LowRank(
+            P=-members, MtO=images, OtO=(members.T @ gram_members) / np.outer(counts, counts)
+        )
+    else:
+        if centre.group_images is not None:
+            displaced = centre.group_images
+        else:
+            displaced = spectra.read_with("mspca-within-groups", known, side=members[:, 1:])["side"]
+        sums = np.column_stack([m.feature_sum - displaced.sum(axis=1), displaced])
+        means = sums / counts
+        lowrank = LowRank(P=means, MtO=-sums, OtO=np.diag(counts))
+    spec = spectra.spectrum(lowrank, k=K)
+    trace = (m.total_sumsq - float(np.sum(sums * sums / counts))) / n
+    s2 = rmt.estimate_noise_variance(trace, spec.values, n, d)
+    line = rmt.mp_edges(fit.c, s2)[1] + fit.plan.params.edge_margin * rmt.tracy_widom_scale(
+        n, d, s2
+    )
+    mu = centre.mu if centre.mu is not None else np.zeros(d)
+    U = spec.vectors
+    if fit.dual:
+        XtU = spectra.basis_image(U)
+        if XtU is None:
+            XtU = fit.read("mspca-within-scores", keep=U)["keep"]
+        V = XtU - means @ (members.T @ U)  # X_wᵀ U
+        norm = np.maximum(np.linalg.norm(V, axis=0), 1e-300)
+        V = V / norm
+        XV = (spectra.apply(U) - images @ (members.T @ U)) / norm  # X X_wᵀ U / ‖X_wᵀ U‖
+    else:
+        V = U
+        XV = spectra.basis_image(U)
+        if XV is None:
+            XV = fit.read("mspca-within-scores", single=spectra.use_single(), keep=U)["keep"]
+    Vf = flip_signs(V)
+    signs = np.where(np.sum(Vf * V, axis=0) < 0, -1.0, 1.0)
+    scores = (XV - (mu @ V)[None, :]) * signs
+    return Within(spec.values, Vf.T.copy(), scores, float(line))
 
 
 def _feature_overlaps(

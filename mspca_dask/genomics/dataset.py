@@ -33,9 +33,9 @@ RESULT_NAME = "result.zarr"
 
 CENTRING_NOTE = (
     "Allele frequencies (centre and scale) come from a reference set of samples, not from all "
-    "samples: centring by the all-sample mean cancels the overlap between the knockoff and a "
-    "shifted population, so a shifted minority would look 'stable'. Set [report] "
-    "compare_all_sample_centring = true to see what all-sample centring gives on this run."
+    "samples: the location is the reference's centre and its samples are the inliers' group of "
+    "the verdict. Set [report] compare_all_sample_centring = true to see what all-sample "
+    "centring gives on this run."
 )
 AXES_NOTE = (
     "Samples are the observations of the PCA (n = number of samples analysed) and variants "

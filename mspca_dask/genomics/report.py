@@ -73,7 +73,7 @@ def _figure(**kw: Any) -> Figure:
 
 
 def _pc_label(ds: xr.Dataset, k: int) -> str:
-    """``"PC1 (stable, λ = 12.3, 4.1%)"`` for position ``k`` (PCs are numbered from 1)."""
+    """``"PC1 (covariance, λ = 12.3, 4.1%)"`` for position ``k`` (PCs are numbered from 1)."""
     share = ""
     if "variance_explained" in ds:
         share = f", {100.0 * float(ds['variance_explained'].values[k]):.1f}%"
@@ -187,7 +187,13 @@ def make_figures(ds: xr.Dataset, an: Analysis | None = None) -> dict[str, Figure
     return figs
 
 
-_VERDICT_COLOURS = {"stable": "tab:blue", "mean shift": "tab:red", "bulk": "0.6"}
+_VERDICT_COLOURS = {
+    "covariance": "tab:blue",
+    "mixed": "tab:purple",
+    "mean shift": "tab:red",
+    "undetermined": "tab:orange",
+    "bulk": "0.6",
+}
 
 
 def _variance_figure(ds: xr.Dataset) -> Figure:
@@ -376,7 +382,7 @@ def _report_html(ds: xr.Dataset, pngs: Mapping[str, bytes]) -> str:
     ]
     verdict = np.asarray(ds["verdict"].values).astype(str)
     n_shift = int((verdict == "mean shift").sum())
-    n_stable = int((verdict == "stable").sum())
+    n_stable = int(np.isin(verdict, ("covariance", "mixed")).sum())
     qc_rows = [*json.loads(a["qc_counts"]).items(), ("missing calls imputed", a["n_imputed_calls"])]
     groups = "".join(
         f"<h3>{esc(title)}</h3>"

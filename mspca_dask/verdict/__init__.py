@@ -1,4 +1,4 @@
-"""The verdict: one model, one calibrated group test, two statistics per eigenpair.
+"""The verdict: one model, one calibrated group test, two facts per eigenpair.
 
 The model, in ten lines:
 
@@ -10,14 +10,13 @@ The model, in ten lines:
 3. One test says whether there are displaced groups at all, at level ``α``: the mixture's BIC
    gain against ``⌈1/α⌉ − 1`` twins with the data's columns made unimodal (Silverman's
    critical bandwidth) and independent.  Not rejected: one group, every candidate covariance.
-4. The location is the inliers' mean.
-5. Per candidate, ``shift_z``: Welch's χ² of the group means as an ``N(0, 1)`` deviate;
-   ``within_z``: the inliers' variance against the bulk level ``b`` (the largest
-   non-candidate eigenvalue, at least the edge).
-6. Verdicts at ``z* = Φ⁻¹(1 − α/k)``: shifted and a spike within → mixed; shifted, noise within
-   → mean shift; not shifted → covariance; the rest undetermined (:mod:`.pairs`).
-7. Covariance components are the top eigenvectors of the inliers' covariance in the span of
-   the K eigenvectors (the shift removed); the knockoff displacement is reported, not used.
+4. The location is the inliers' mean; the covariance is that of the data re-centred at each
+   group's own mean, ``S_w``, whose spikes (above its own edge) are the covariance components.
+5. Per candidate: ``shift_z``, Welch's χ² of the group means as an ``N(0, 1)`` deviate, and
+   whether it carries a spike of ``S_w`` (matched one-to-one, largest total ``|cos|``).
+6. Shifted (``shift_z ≥ Φ⁻¹(1 − α/k)``) and carrying → mixed; shifted only → mean shift;
+   carrying only → covariance; neither → undetermined (:mod:`.pairs`).
+7. The knockoff's displacements are computed in the same passes and reported, not used.
 """
 
 from __future__ import annotations
@@ -29,7 +28,14 @@ import numpy as np
 from .groups import GroupFit, fit_groups
 from .knockoff import KnockoffReport, knockoff_report, max_overlap_assignment
 from .levels import ALPHA
-from .pairs import VERDICTS, PairVerdicts, between_group_share, judge_pairs, shift_statistics
+from .pairs import (
+    VERDICTS,
+    PairVerdicts,
+    between_group_share,
+    judge_pairs,
+    match_spikes,
+    shift_statistics,
+)
 
 __all__ = [
     "ALPHA",
@@ -38,54 +44,31 @@ __all__ = [
     "KnockoffReport",
     "PairVerdicts",
     "Verdict",
+    "WithinSpikes",
     "between_group_share",
-    "bulk_level",
-    "clean_components",
     "decide",
     "fit_groups",
     "judge_pairs",
     "knockoff_report",
+    "match_spikes",
     "max_overlap_assignment",
     "shift_statistics",
 ]
 
 
-def bulk_level(eigenvalues: np.ndarray, candidate: np.ndarray, edge: float) -> float:
-    """The bulk level ``b``: the largest computed non-candidate eigenvalue, at least ``edge``.
+@dataclass(frozen=True)
+class WithinSpikes:
+    """The top eigenpairs of the within-group covariance ``S_w`` and its candidate line."""
 
-    It is the variance a direction fitted to the noise reaches; with every computed pair a
-    candidate the edge is all the data say.
-    """
-    rest = np.asarray(eigenvalues)[~np.asarray(candidate, dtype=bool)]
-    return float(max(edge, rest.max())) if rest.size else float(edge)
+    values: np.ndarray  # (s,)
+    components: np.ndarray  # (s, d) unit rows
 
+    line: float
 
-def clean_components(
-    scores: np.ndarray, labels: np.ndarray, n_clean: int
-) -> tuple[np.ndarray, np.ndarray]:
-    """The inliers' top covariance directions in the span of the K eigenvectors.
-
-    Parameters
-    ----------
-    scores : (n, K) ndarray
-    labels : (n,) int ndarray
-        Groups (0: the inliers).
-    n_clean : int
-        How many to return.
-
-    Returns
-    -------
-    rotation : (K, n_clean) ndarray
-        Orthonormal; the clean components are ``eigenvectors.T @ rotation`` and their scores
-        ``scores @ rotation``.
-    variances : (n_clean,) ndarray
-        The inliers' variance along each.
-    """
-    inl = np.asarray(scores, dtype=float)[labels == 0]
-    C = np.cov(inl, rowvar=False).reshape(scores.shape[1], scores.shape[1])
-    w, R = np.linalg.eigh(C)
-    order = np.argsort(w)[::-1][:n_clean]
-    return R[:, order], w[order]
+    @property
+    def spikes(self) -> np.ndarray:
+        """(s,) bool: above the line."""
+        return self.values > self.line
 
 
 @dataclass(frozen=True)
@@ -95,23 +78,21 @@ class Verdict:
     groups: GroupFit
     pairs: PairVerdicts
     knockoff: KnockoffReport
-    bulk: float
 
 
 def decide(
     scores: np.ndarray,
     eigenvalues: np.ndarray,
     candidate: np.ndarray,
+    components: np.ndarray,
+    groups: GroupFit,
     *,
-    edge: float,
     level: float = ALPHA,
-    groups: GroupFit | None = None,
-    pinned: np.ndarray | None = None,
+    within: WithinSpikes | None = None,
     knockoff_eigenvalues: np.ndarray | None = None,
     overlaps: np.ndarray | None = None,
-    seed: int = 0,
 ) -> Verdict:
-    """Run the model on one fit's scores (module docstring).
+    """The verdict of every eigenpair of one fit (module docstring).
 
     Parameters
     ----------
@@ -119,27 +100,34 @@ def decide(
         Sample scores on the K eigenvectors.
     eigenvalues : (K,) ndarray
     candidate : (K,) bool ndarray
-    edge : float
-        The bulk edge (Marchenko–Pastur, at the estimated noise variance).
+    components : (K, d) ndarray
+        The unit eigenvectors, as rows.
+    groups : GroupFit
+        From :func:`fit_groups` on the candidates' scores.
     level : float
         ``α``.
-    groups : GroupFit or None
-        Groups already fitted (by the location step); else fitted on the candidates' scores.
-    pinned : (n,) bool ndarray or None
-        Reference rows (group 0).
+    within : WithinSpikes or None
+        The within-group covariance's top eigenpairs (needed when groups were found).
     knockoff_eigenvalues, overlaps : ndarrays or None
         The knockoff spectra (B, K') and overlaps (B, K, K'), for the report.
-    seed : int
     """
-    T = np.asarray(scores, dtype=float)
     cand = np.asarray(candidate, dtype=bool)
-    if groups is None:
-        groups = fit_groups(T[:, cand], pinned=pinned, level=level, seed=seed)
-    bulk = bulk_level(eigenvalues, cand, edge)
-    pairs = judge_pairs(T, cand, groups.labels, bulk=bulk, level=level)
+    K = cand.size
+    carried, cosine = np.full(K, -1, dtype=np.intp), np.zeros(K)
+    if groups.found and within is not None:
+        carried, cosine = match_spikes(components, cand, within.components[within.spikes])
+    pairs = judge_pairs(
+        scores,
+        cand,
+        groups.labels,
+        carried=carried,
+        carried_cosine=cosine,
+        level=level,
+        within_values=None if within is None else within.values,
+        within_line=None if within is None else within.line,
+    )
     if knockoff_eigenvalues is not None and overlaps is not None:
         report = knockoff_report(eigenvalues, knockoff_eigenvalues, overlaps)
     else:
-        K = T.shape[1]
         report = KnockoffReport(np.full(K, np.nan), np.full(K, np.nan), np.zeros((0, K), int))
-    return Verdict(groups, pairs, report, bulk)
+    return Verdict(groups, pairs, report)

@@ -19,3 +19,7 @@ MODE_HEIGHT = 0.02
 
 #: Smallest group: fewer rows cannot give a group its own mean and variance.
 MIN_GROUP_ROWS = 5
+
+#: A pair carries a within-group spike when matched to it and within 60° of it (``|cos| ≥
+#: 0.5``): the same yardstick the accuracy studies use for "aligned".
+MIN_CARRIED_COSINE = 0.5

@@ -1,25 +1,25 @@
-"""Per eigenpair: the shift between groups, the inliers' variance, and the verdict (NumPy/SciPy).
+"""Per eigenpair: the shift between groups, the within-group spike it carries, the verdict.
 
 For each candidate pair ``j`` (scores ``t_j``, groups from :mod:`~mspca_dask.verdict.groups`):
 
 * ``shift_z`` — the between-group shift along ``j``: Welch's χ² of the group means with
   ``G − 1`` degrees of freedom, as the normal deviate of its p-value: ``N(0, 1)`` under "no
-  shift along ``j``", so ``E z² ≈ 1`` on covariance pairs (NaN with no displaced group).
-* ``within_z`` — the inliers' variance along ``j`` against the bulk level ``b``:
-  ``(w₀ − b) / SE(w₀)``.  A covariance spike of the inliers has ``w₀`` above ``b``; a pure
-  mean shift leaves only noise within the inliers, below it.
+  shift along ``j``", so ``E z² ≈ 1`` on covariance pairs (NaN with no displaced group);
+  shifted when ``shift_z ≥ z* = Φ⁻¹(1 − α/k)`` (one-sided, Bonferroni over ``k`` candidates).
+* whether it *carries a spike of the within-group covariance* ``S_w`` (the data re-centred at
+  each group's own mean): ``S_w``'s eigenpairs above its own candidate line (the bulk edge at
+  its own noise level) are matched one-to-one to the candidates, largest total ``|cos|``, and
+  a match within 60° counts.
 
-With ``z* = Φ⁻¹(1 − α/k)`` (one-sided, Bonferroni over the ``k`` candidates):
+=================  =====================  ======================
+                   carries a spike        carries none
+=================  =====================  ======================
+shifted            mixed                  mean shift
+not shifted        covariance             undetermined
+=================  =====================  ======================
 
-=================  ======================  ==========================  ==================
-                   ``within_z ≥ z*``       ``|within_z| < z*``         ``within_z ≤ −z*``
-=================  ======================  ==========================  ==================
-``shift_z ≥ z*``   mixed                   undetermined                mean shift
-``shift_z < z*``   covariance              covariance                  undetermined
-=================  ======================  ==========================  ==================
-
-The last cell is a spike of the displaced groups' own spread (a noisier batch, a more diverse
-population): not the inliers' covariance, not a shift of their means.
+"Undetermined": a spike of the pooled data that is neither a shift of the group means nor a
+spike once they are removed.  With no displaced group every candidate is covariance.
 """
 
 from __future__ import annotations
@@ -29,12 +29,16 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.special import gammainc, gammaincc, gammaln, ndtri, ndtri_exp
 
+from .knockoff import max_overlap_assignment
+from .levels import MIN_CARRIED_COSINE
+
 __all__ = [
     "VERDICTS",
     "PairVerdicts",
     "between_group_share",
     "chi2_deviate",
     "judge_pairs",
+    "match_spikes",
     "shift_statistics",
 ]
 
@@ -48,15 +52,15 @@ class PairVerdicts:
 
     verdicts: np.ndarray  # (K,) str, one of VERDICTS
     shift_z: np.ndarray  # (K,)
-    within: np.ndarray  # (K,) the inliers' score variance
-    within_z: np.ndarray  # (K,)
     share: np.ndarray  # (K,) share of the pair's variance between the groups (η²)
+    carried: np.ndarray  # (K,) int: the within-group spike matched to the pair, −1 none
+    carried_cosine: np.ndarray  # (K,) |cos| with it (0 for none)
     reasons: np.ndarray  # (K,) str
     z_critical: float
 
     @property
     def stable(self) -> np.ndarray:
-        """Covariance structure of the inliers: "covariance" or "mixed"."""
+        """Covariance structure: "covariance" or "mixed"."""
         return np.isin(self.verdicts, ("covariance", "mixed"))
 
 
@@ -157,13 +161,56 @@ def between_group_share(scores: np.ndarray, labels: np.ndarray) -> np.ndarray:
     return between / np.where(total > 0, total, 1.0)
 
 
+def match_spikes(
+    components: np.ndarray, candidate: np.ndarray, spikes: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """Match within-group spikes one-to-one to candidate pairs, largest total ``|cos|``.
+
+    A match counts when the pair lies within 60° of its spike
+    (:data:`~mspca_dask.verdict.levels.MIN_CARRIED_COSINE`): a spike that lies along no
+    candidate (outside their span, or spread over several) is carried by none.
+
+    Parameters
+    ----------
+    components : (K, d) ndarray
+        The pairs' unit eigenvectors.
+    candidate : (K,) bool ndarray
+    spikes : (s, d) ndarray
+        Unit eigenvectors of the within-group spikes, largest first.
+
+    Returns
+    -------
+    carried : (K,) int ndarray
+        The spike matched to each pair (−1: none; non-candidates get none).
+    cosine : (K,) ndarray
+    """
+    K = components.shape[0]
+    carried = np.full(K, -1, dtype=np.intp)
+    cosine = np.zeros(K)
+    pairs = np.flatnonzero(candidate)
+    if not pairs.size or not spikes.shape[0]:
+        return carried, cosine
+    cos = np.abs(spikes @ components[pairs].T)  # (s, k)
+    if cos.shape[0] <= cos.shape[1]:
+        rows, cols = max_overlap_assignment(cos)
+    else:
+        cols, rows = max_overlap_assignment(cos.T)
+    close = cos[rows, cols] >= MIN_CARRIED_COSINE
+    carried[pairs[cols[close]]] = rows[close]
+    cosine[pairs[cols[close]]] = cos[rows[close], cols[close]]
+    return carried, cosine
+
+
 def judge_pairs(
     scores: np.ndarray,
     candidate: np.ndarray,
     labels: np.ndarray,
     *,
-    bulk: float,
+    carried: np.ndarray,
+    carried_cosine: np.ndarray,
     level: float,
+    within_values: np.ndarray | None = None,
+    within_line: float | None = None,
 ) -> PairVerdicts:
     """The verdict of every eigenpair (module docstring).
 
@@ -175,10 +222,14 @@ def judge_pairs(
         Pairs above the bulk edge; the others are "bulk".
     labels : (n,) int ndarray
         Groups from :func:`~mspca_dask.verdict.groups.fit_groups` (0: the inliers).
-    bulk : float
-        The bulk level ``b``: the variance a direction fitted to the noise reaches.
+    carried, carried_cosine : (K,) ndarrays
+        The within-group spike matched to each pair (:func:`match_spikes`) and its ``|cos|``.
     level : float
         ``α``.
+    within_values : (s,) ndarray or None
+        The within-group spikes' eigenvalues (for the reasons).
+    within_line : float or None
+        Their candidate line (for the reasons).
     """
     T = np.asarray(scores, dtype=float)
     K = T.shape[1]
@@ -187,48 +238,36 @@ def judge_pairs(
     zc = float(ndtri(1.0 - level / k))
     shift_z = shift_statistics(T, labels)
     grouped = labels.max(initial=0) > 0
-    inl = T[labels == 0]
-    w0 = inl.var(axis=0)
-    m4 = ((inl - inl.mean(axis=0)) ** 4).mean(axis=0)
-    se = np.sqrt(np.maximum(m4 - w0**2, 1e-300) / max(inl.shape[0], 1))
-    within_z = (w0 - bulk) / se
     share = between_group_share(T, labels)
     verdicts = np.full(K, "bulk", dtype=object)
-    reasons = np.full(K, "", dtype=object)
-    for j in range(K):
-        stats = (
-            f"shift z {shift_z[j]:.2f}, inliers' variance {w0[j]:.4g} against the bulk "
-            f"level {bulk:.4g} (z {within_z[j]:.2f}), {100 * share[j]:.0f} % between groups; "
-            f"critical z {zc:.2f}"
-        )
-        if not cand[j]:
-            verdicts[j] = "bulk"
-            reasons[j] = "bulk: not above the bulk edge"
-            continue
+    reasons = np.full(K, "bulk: not above the bulk edge", dtype=object)
+    for j in np.flatnonzero(cand):
         if not grouped:
             verdicts[j] = "covariance"
             reasons[j] = "covariance: no displaced group (the group test did not reject)"
-        elif shift_z[j] >= zc:
-            if within_z[j] >= zc:
-                verdicts[j] = "mixed"
-                reasons[j] = "mixed: groups shifted along it and a spike within the inliers; "
-            elif within_z[j] <= -zc:
-                verdicts[j] = "mean shift"
-                reasons[j] = "mean shift: groups shifted along it, only noise within the inliers; "
-            else:
-                verdicts[j] = "undetermined"
-                reasons[j] = (
-                    "undetermined: groups shifted along it; whether a spike remains within the "
-                    "inliers cannot be told from the bulk; "
-                )
-            reasons[j] += stats
-        elif within_z[j] <= -zc:
-            verdicts[j] = "undetermined"
-            reasons[j] = (
-                "undetermined: not shifted, and no spike within the inliers (the displaced "
-                "groups' own spread); " + stats
-            )
+            continue
+        shifted = bool(shift_z[j] >= zc)
+        s = int(carried[j])
+        spike = (
+            f"within-group spike {s + 1} (eigenvalue {within_values[s]:.4g} above its line "
+            f"{within_line:.4g}; |cos| {carried_cosine[j]:.2f} with this eigenvector)"
+            if s >= 0 and within_values is not None and within_line is not None
+            else "no within-group spike"
+        )
+        shift = (
+            f"shift z {shift_z[j]:.2f} (critical {zc:.2f}), {100 * share[j]:.0f} % of its "
+            f"variance between the groups"
+        )
+        if shifted and s >= 0:
+            verdicts[j], what = "mixed", "the groups are shifted along it and it carries a "
+        elif s >= 0:
+            verdicts[j], what = "covariance", "not shifted between the groups; it carries a "
+        elif shifted:
+            verdicts[j], what = "mean shift", "the groups are shifted along it and it carries "
         else:
-            verdicts[j] = "covariance"
-            reasons[j] = "covariance: not shifted between the groups; " + stats
-    return PairVerdicts(verdicts, shift_z, w0, within_z, share, reasons, zc)
+            verdicts[j], what = (
+                "undetermined",
+                "neither shifted between the groups nor a spike once their means are removed: ",
+            )
+        reasons[j] = f"{verdicts[j]}: {what}{spike}; {shift}"
+    return PairVerdicts(verdicts, shift_z, share, carried, carried_cosine, reasons, zc)
