@@ -75,11 +75,11 @@ class GroupFit:
         return (self.labels[:, None] == np.arange(1, G)[None, :]).astype(float)
 
 
-def _gain(T: np.ndarray, pinned: np.ndarray | None, seed: int) -> tuple[float, Mixture]:
-    best = select_mixture(T, MAX_GROUPS, pinned=pinned, seed=seed)
+def _gain(T: np.ndarray, pinned: np.ndarray | None) -> tuple[float, Mixture]:
+    best = select_mixture(T, MAX_GROUPS, pinned=pinned)
     if best.n_groups == 1:
         return 0.0, best
-    one = fit_mixture(T, 1, pinned=pinned, seed=seed)
+    one = fit_mixture(T, 1, pinned=pinned)
     n = T.shape[0]
     return max(0.0, one.bic(n) - best.bic(n)), best
 
@@ -102,7 +102,7 @@ def fit_groups(
     level : float
         ``α``; ``⌈1/α⌉ − 1`` twins are drawn.
     seed : int
-        Seeds the subsample, the mixtures' starts and the twins.
+        Seeds the subsample and the twins.
 
     Returns
     -------
@@ -138,12 +138,12 @@ def _fit_sorted(T: np.ndarray, pinned: np.ndarray | None, level: float, seed: in
     none = GroupFit.none(n, level)
     if Ts.shape[0] < 2 * MIN_GROUP_ROWS:
         return none
-    statistic, mix = _gain(Ts, pin, seed)
+    statistic, mix = _gain(Ts, pin)
     if statistic <= 0:
         return none
     bandwidths = np.array([critical_bandwidth(Ts[:, j]) for j in range(k)])
     for drawn in range(1, n_twins + 1):
-        if _gain(unimodal_twins(Ts, rng, bandwidths), pin, seed)[0] >= statistic:
+        if _gain(unimodal_twins(Ts, rng, bandwidths), pin)[0] >= statistic:
             # at least one twin of ``drawn`` reached the data: p >= 2 / (drawn + 1) > α
             return GroupFit(none.labels, statistic, 2.0 / (drawn + 1), drawn, level)
     labels = mix.predict(S)

@@ -13,9 +13,10 @@ MAX_GROUPS = 12
 #: come from the fitted mixture).
 MAX_TEST_ROWS = 4000
 
-#: Definition of the unimodal twin: kernel-density modes lower than this share of the
-#: highest are not counted (a few samples in a long tail are not a mode).
-MODE_HEIGHT = 0.02
+#: Definition of the unimodal twin: a kernel-density bump is a mode when it rises above its
+#: neighbouring valley by more than this many standard errors of the estimate (one-sided 1 %):
+#: ripples of a flat top and single samples in a long tail are not modes.
+MODE_Z = 2.326
 
 #: Smallest group: fewer rows cannot give a group its own mean and variance.
 MIN_GROUP_ROWS = 5

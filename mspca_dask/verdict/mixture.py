@@ -48,10 +48,19 @@ class Mixture:
         """(n,) the most likely group of each fitted row."""
         return np.argmax(self.responsibilities, axis=1)
 
+    def _joint(self, T: np.ndarray) -> np.ndarray:
+        logp = _log_densities(T, self.means, self.covariances)
+        return logp + np.log(np.maximum(self.weights, 1e-300))
+
     def predict(self, T: np.ndarray) -> np.ndarray:
         """(m,) the most likely group of each row of ``T`` (m, k)."""
-        logp = _log_densities(T, self.means, self.covariances)
-        return np.argmax(logp + np.log(np.maximum(self.weights, 1e-300)), axis=1)
+        return np.argmax(self._joint(T), axis=1)
+
+    def log_density(self, T: np.ndarray) -> np.ndarray:
+        """(m,) the mixture's log-density at each row of ``T`` (m, k)."""
+        j = self._joint(T)
+        top = j.max(axis=1)
+        return top + np.log(np.exp(j - top[:, None]).sum(axis=1))
 
 
 def _log_densities(T: np.ndarray, means: np.ndarray, covs: np.ndarray) -> np.ndarray:
@@ -65,23 +74,9 @@ def _log_densities(T: np.ndarray, means: np.ndarray, covs: np.ndarray) -> np.nda
     return (-0.5 * np.sum(z * z, axis=2) - logdet[:, None] - 0.5 * k * np.log(2 * np.pi)).T
 
 
-def _kmeans_pp(T: np.ndarray, G: int, rng: np.random.Generator) -> np.ndarray:
-    """k-means++ seeds followed by ten Lloyd steps: (n,) initial labels."""
-    n = T.shape[0]
-    centres = [T[rng.integers(n)]]
-    d2 = np.sum((T - centres[0]) ** 2, axis=1)
-    for _ in range(1, G):
-        p = d2 / d2.sum() if d2.sum() > 0 else np.full(n, 1.0 / n)
-        centres.append(T[rng.choice(n, p=p)])
-        d2 = np.minimum(d2, np.sum((T - centres[-1]) ** 2, axis=1))
-    C = np.array(centres)
-    labels = np.zeros(n, dtype=np.intp)
-    for _ in range(10):
-        labels = np.argmin(((T[:, None, :] - C[None]) ** 2).sum(axis=2), axis=1)
-        C = np.array(
-            [T[labels == g].mean(axis=0) if np.any(labels == g) else C[g] for g in range(G)]
-        )
-    return labels
+def _nearest(T: np.ndarray, centres: np.ndarray) -> np.ndarray:
+    """(n,) the nearest centre of each row (Euclidean, on standardised scores)."""
+    return np.argmin(((T[:, None, :] - centres[None]) ** 2).sum(axis=2), axis=1)
 
 
 def fit_mixture(
@@ -89,7 +84,7 @@ def fit_mixture(
     n_groups: int,
     *,
     pinned: np.ndarray | None = None,
-    seed: int = 0,
+    centres: np.ndarray | None = None,
     tied: bool = False,
 ) -> Mixture:
     """Fit a ``n_groups``-group Gaussian mixture to the rows of ``T`` by EM.
@@ -102,23 +97,25 @@ def fit_mixture(
         ``G``.
     pinned : (n,) bool ndarray or None
         Rows held in group 0 throughout.
-    seed : int
-        Seeds the k-means++ start.
+    centres : (n_groups, k) ndarray or None
+        Starting means (each row starts in the group of the nearest); None: the mean, then
+        each time the row farthest from every centre.
     tied : bool
         One covariance shared by every group (groups that differ by their means only).
     """
     n, k = T.shape
     floor = _FLOOR * np.diag(np.atleast_2d(np.cov(T, rowvar=False))).mean() * np.eye(k)
-    rng = np.random.default_rng(seed)
     if n_groups == 1:
         R = np.ones((n, 1))
     else:
-        labels = _kmeans_pp(T, n_groups, rng)
+        if centres is None:  # the mean, then each time the row farthest from every centre
+            centres = T.mean(axis=0, keepdims=True)
+            while centres.shape[0] < n_groups:
+                far = ((T[:, None, :] - centres[None]) ** 2).sum(axis=2).min(axis=1)
+                centres = np.vstack([centres, T[np.argmax(far)]])
+        labels = _nearest(T, centres)
         if pinned is not None and np.any(pinned):
-            # the pinned rows' k-means cell becomes group 0
-            g0 = np.bincount(labels[pinned], minlength=n_groups).argmax()
-            labels = np.where(labels == g0, 0, np.where(labels == 0, g0, labels))
-            labels[pinned] = 0
+            labels[pinned] = 0  # group 0 starts at (and holds) the pinned rows
         R = np.eye(n_groups)[labels]
     previous = -np.inf
     loglik = -np.inf
@@ -144,21 +141,29 @@ def fit_mixture(
     return Mixture(weights, means, covs, R, loglik, tied)
 
 
-def select_mixture(
-    T: np.ndarray, max_groups: int, *, pinned: np.ndarray | None = None, seed: int = 0
-) -> Mixture:
+def select_mixture(T: np.ndarray, max_groups: int, *, pinned: np.ndarray | None = None) -> Mixture:
     """The mixture of 1, 2, ... groups that BIC prefers, adding groups while BIC falls.
 
-    At each number of groups both forms are fitted, groups with their own covariances and
-    groups sharing one (they differ by their means only, the sparser model a mean shift
-    is), and the better by BIC is kept.  Stopping at the first rise makes the statistic cheap
-    on data with no group and is applied to the data and to its twins alike.
+    Groups are added greedily (Vlassis & Likas 2002): the ``G``-group fit starts from the
+    ``G − 1`` means and the row the ``G − 1``-group mixture explains worst, so a small, far
+    group gets its own start, and the result does not depend on a random draw.  At each
+    number of groups both forms are fitted, groups with their own covariances and groups
+    sharing one (they differ by their means only, the sparser model a mean shift is), and the
+    better by BIC is kept.  Stopping at the first rise makes the statistic cheap on data with
+    no group and is applied to the data and to its twins alike.
     """
     n = T.shape[0]
-    best = fit_mixture(T, 1, pinned=pinned, seed=seed)
+    best = fit_mixture(T, 1, pinned=pinned)
     for G in range(2, max_groups + 1):
+        worst = int(np.argmin(best.log_density(T)))
+        centres = np.vstack([best.means, T[worst]])
+        if pinned is not None and np.any(pinned):
+            centres[0] = T[pinned].mean(axis=0)  # the inliers' group starts at the reference
         cand = min(
-            (fit_mixture(T, G, pinned=pinned, seed=seed, tied=tied) for tied in (True, False)),
+            (
+                fit_mixture(T, G, pinned=pinned, centres=centres, tied=tied)
+                for tied in (True, False)
+            ),
             key=lambda m: m.bic(n),
         )
         if cand.bic(n) >= best.bic(n):

@@ -2,8 +2,9 @@
 
 A twin column is drawn by Silverman's smoothed bootstrap at the *critical bandwidth*: the
 smallest Gaussian-kernel bandwidth at which the column's kernel density has a single mode
-(modes lower than :data:`~mspca_dask.verdict.levels.MODE_HEIGHT` of the highest, a few
-samples in a long tail, are not counted), rescaled to the column's variance.  A Gaussian, a
+(a bump within the estimate's own sampling error, :data:`~mspca_dask.verdict.levels.MODE_Z`,
+is not a mode: a few samples in a long tail, the ripples of a flat top), rescaled to the
+column's variance.  A Gaussian, a
 skewed, a heavy-tailed or a flat column is already unimodal at a small bandwidth and keeps its
 shape; separated groups need a bandwidth about as wide as their distance, and their twin is
 one smooth skewed cloud (Silverman 1981, "Using kernel density estimates to investigate
@@ -14,25 +15,45 @@ from __future__ import annotations
 
 import numpy as np
 
-from .levels import MODE_HEIGHT
+from .levels import MODE_Z
 
 __all__ = ["critical_bandwidth", "unimodal_twins"]
 
 _GRID = 256
-_STEPS = 16
+_STEPS = 24
 #: Rows used to find a column's critical bandwidth (a bandwidth, not a statistic).
 _ROWS = 2000
 
 
 def _modes(x: np.ndarray, h: float, grid: np.ndarray) -> int:
-    f = np.exp(-0.5 * ((grid[:, None] - x[None, :]) / h) ** 2).sum(axis=1)
+    """Modes of ``x``'s Gaussian kernel density at bandwidth ``h`` that stand out of its
+    sampling error: a bump counts when it rises above the higher of its two neighbouring
+    valleys (a grid end when there is none) by more than ``MODE_Z`` standard errors of the
+    difference (the estimate's variance is ``f R(K) / (n h)``, ``R(K) = 1/(2√π)``)."""
+    n = x.size
+    f = np.exp(-0.5 * ((grid[:, None] - x[None, :]) / h) ** 2).sum(axis=1) / (
+        n * h * np.sqrt(2 * np.pi)
+    )
+    var = f / (n * h * 2 * np.sqrt(np.pi))
     rises = np.diff(f) > 0
     peaks = np.flatnonzero(rises[:-1] & ~rises[1:]) + 1
-    return int(np.count_nonzero(f[peaks] >= MODE_HEIGHT * f.max()))
+    if peaks.size <= 1:
+        return int(peaks.size) or 1
+    valleys = np.flatnonzero(~rises[:-1] & rises[1:]) + 1
+    count = 0
+    for p in peaks:
+        left = valleys[valleys < p]
+        right = valleys[valleys > p]
+        lv = left[-1] if left.size else 0
+        rv = right[0] if right.size else f.size - 1
+        v = lv if f[lv] >= f[rv] else rv
+        if f[p] - f[v] > MODE_Z * np.sqrt(var[p] + var[v]):
+            count += 1
+    return max(count, 1)
 
 
 def critical_bandwidth(x: np.ndarray) -> float:
-    """The smallest bandwidth at which ``x``'s Gaussian kernel density has one mode.
+    """The smallest bandwidth above which ``x``'s Gaussian kernel density has one mode.
 
     Parameters
     ----------
@@ -41,7 +62,9 @@ def critical_bandwidth(x: np.ndarray) -> float:
     Returns
     -------
     float
-        Found by bisection on a log scale between 0.001 and 2 standard deviations.
+        Searched downwards on a log grid from 2 standard deviations to a quarter of
+        Silverman's rule-of-thumb bandwidth (below it the estimate is too noisy for any bump
+        to count): the last bandwidth before the first multimodal one.
     """
     x = np.asarray(x, dtype=float)
     if x.size > _ROWS:
@@ -49,15 +72,17 @@ def critical_bandwidth(x: np.ndarray) -> float:
     s = float(x.std())
     if s == 0:
         return 0.0
-    grid = np.linspace(x.min(), x.max(), _GRID)
-    lo, hi = 1e-3 * s, 2.0 * s
-    for _ in range(_STEPS):
-        mid = float(np.sqrt(lo * hi))
-        if _modes(x, mid, grid) > 1:
-            lo = mid
-        else:
-            hi = mid
-    return hi
+    iqr = float(np.subtract(*np.percentile(x, [75, 25])))
+    floor = 0.25 * 0.9 * min(s, iqr / 1.34 if iqr > 0 else s) * x.size**-0.2
+    hs = np.geomspace(2.0 * s, floor, _STEPS)
+    # past both ends by three of the largest bandwidths: a grid end is no valley
+    grid = np.linspace(x.min() - 6 * s, x.max() + 6 * s, 4 * _GRID)
+    previous = hs[0]
+    for h in hs:
+        if _modes(x, float(h), grid) > 1:
+            return float(previous)
+        previous = h
+    return float(floor)
 
 
 def unimodal_twins(
