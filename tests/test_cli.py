@@ -40,10 +40,20 @@ SHIFT_SENTENCE = re.compile(
 
 
 @pytest.fixture(scope="module")
-def source_store(tmp_path_factory: pytest.TempPathFactory, paper_model: Any) -> str:
-    """The paper's mixture (π₁ = 10 %, n = 600, d = 300) as a Zarr v3 group with array X."""
+def source_store(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """A covariance spike and a 10 % cluster 7.5 noise sd off the rest (n = 600, d = 300), as a
+    Zarr v3 group with array X: the fit has both a covariance and a mean-shift verdict."""
+    c = 300 / 600
+    model = make_spiked_mixture(
+        600,
+        300,
+        covariance_spikes=(2 * c**0.5,),
+        mean_shift_weights=(0.1,),
+        mean_shift_strengths=(8 * c**0.5,),
+        random_state=7,
+    )
     path = tmp_path_factory.mktemp("cli-source") / "data.zarr"
-    paper_model.write_zarr(path, name="X")
+    model.write_zarr(path, name="X")
     return str(path)
 
 

@@ -16,15 +16,24 @@ import mspca_dask
 from mspca_dask import _passes
 from mspca_dask.errors import DTypeError, InputError, NonFiniteError
 from mspca_dask.io import open_source
-from mspca_dask.testing import paper_setting
+from mspca_dask.testing import make_spiked_mixture
 
 N, D, K = 300, 200, 4
 
 
 @pytest.fixture(scope="module")
 def X() -> np.ndarray:
-    """One covariance spike and one 10 % mean-shift cluster (two spikes above the bulk)."""
-    return paper_setting(pi1=0.1, n_samples=N, n_features=D, random_state=1).to_numpy()
+    """One covariance spike and one 10 % mean-shift cluster 8 noise sd off the rest (two
+    spikes above the bulk; the group test finds the cluster)."""
+    c = D / N
+    return make_spiked_mixture(
+        N,
+        D,
+        covariance_spikes=(2 * c**0.5,),
+        mean_shift_weights=(0.1,),
+        mean_shift_strengths=(8 * c**0.5,),
+        random_state=1,
+    ).to_numpy()
 
 
 def _fit(source, **kwargs):  # noqa: ANN001, ANN202
