@@ -62,8 +62,8 @@ def build_parser() -> argparse.ArgumentParser:
         prog="mspca",
         description=(
             "Mean-Shift PCA by Knockoff Mean, out of core on Dask: split the leading principal "
-            "components of a Zarr store into covariance components (stable under a knockoff "
-            "mean shift) and components caused by a shifted minority of samples."
+            "components of a Zarr store into covariance components and components caused by "
+            "groups of samples shifted from the rest (mean shifts)."
         ),
         epilog=(
             "Exit status: 0 success, 1 other error, 2 bad input or parameters, 3 the output "

@@ -207,11 +207,9 @@ def _explain(result: MSPCAResult, model: SpikedMixture) -> list[str]:
         )
     else:
         lines.append(
-            "MS-PCA kept no stable component: no eigenpair was invariant under the knockoffs."
+            "MS-PCA kept no stable component: no eigenpair was judged covariance or mixed."
         )
-    shifted = [
-        int(i) for i in range(result.n_components) if result.candidate[i] and not result.stable[i]
-    ]
+    shifted = [int(i) for i in range(result.n_components) if verdicts[i] == "mean shift"]
     if shifted:
         i = shifted[0]
         lines.append(
@@ -322,11 +320,12 @@ def run(args: argparse.Namespace) -> int:
     print(result.summary())
     print()
     print(
-        "What happened: MS-PCA looks, along each eigenvector above the noise, for groups of "
-        "samples displaced from the rest (the shift z column decides the verdict); it also adds "
-        "random 'knockoff' mean shifts, under which the eigenvalues of components made by a "
-        "shifted group move while covariance components stay put (the knockoff and "
-        "displacement columns)."
+        "What happened: MS-PCA tests whether some samples form groups displaced from the rest "
+        "in the scores on the eigenvectors above the noise; along each eigenvector, the shift z "
+        "column says whether the groups are shifted along it, and whether a covariance spike "
+        "remains once each group's own mean is removed tells a mean shift from a covariance "
+        "component (or both, mixed).  The knockoff and displacement columns report how far "
+        "random 'knockoff' mean shifts move each eigenvalue; they do not decide the verdict."
     )
     for line in _explain(result, model):
         print("  " + line)
