@@ -14,9 +14,9 @@ MAX_GROUPS = 12
 MAX_TEST_ROWS = 4000
 
 #: Definition of the unimodal twin: a kernel-density bump is a mode when it rises above its
-#: neighbouring valley by more than this many standard errors of the estimate (one-sided 1 %):
+#: neighbouring valley by more than this many standard errors of the estimate (one-sided 5 %):
 #: ripples of a flat top and single samples in a long tail are not modes.
-MODE_Z = 2.326
+MODE_Z = 1.645
 
 #: Smallest group: fewer rows cannot give a group its own mean and variance.
 MIN_GROUP_ROWS = 5

@@ -144,24 +144,21 @@ def fit_mixture(
 def select_mixture(T: np.ndarray, max_groups: int, *, pinned: np.ndarray | None = None) -> Mixture:
     """The mixture of 1, 2, ... groups that BIC prefers, adding groups while BIC falls.
 
-    Groups are added greedily (Vlassis & Likas 2002): the ``G``-group fit starts from the
-    ``G − 1`` means and the row the ``G − 1``-group mixture explains worst, so a small, far
-    group gets its own start, and the result does not depend on a random draw.  At each
-    number of groups both forms are fitted, groups with their own covariances and groups
-    sharing one (they differ by their means only, the sparser model a mean shift is), and the
-    better by BIC is kept.  Stopping at the first rise makes the statistic cheap on data with
+    Groups are added greedily (Vlassis & Likas 2002) from two starts (:func:`_starts`): the
+    ``G − 1`` means and the row their mixture explains worst (a small, far group), and the
+    widest group split along its principal axis (a balanced split); no random draw.  From each
+    start both forms are fitted, groups with their own covariances and groups sharing one
+    (they differ by their means only, the sparser model a mean shift is), and the best by BIC
+    is kept.  Stopping at the first rise makes the statistic cheap on data with
     no group and is applied to the data and to its twins alike.
     """
     n = T.shape[0]
     best = fit_mixture(T, 1, pinned=pinned)
     for G in range(2, max_groups + 1):
-        worst = int(np.argmin(best.log_density(T)))
-        centres = np.vstack([best.means, T[worst]])
-        if pinned is not None and np.any(pinned):
-            centres[0] = T[pinned].mean(axis=0)  # the inliers' group starts at the reference
         cand = min(
             (
                 fit_mixture(T, G, pinned=pinned, centres=centres, tied=tied)
+                for centres in _starts(T, best, pinned)
                 for tied in (True, False)
             ),
             key=lambda m: m.bic(n),
@@ -170,3 +167,21 @@ def select_mixture(T: np.ndarray, max_groups: int, *, pinned: np.ndarray | None 
             break
         best = cand
     return best
+
+
+def _starts(T: np.ndarray, best: Mixture, pinned: np.ndarray | None) -> list[np.ndarray]:
+    """Starting means for one more group: the ``G − 1`` means plus the row they explain worst
+    (a small, far group), and the widest group split in two along its principal axis (a
+    balanced split, which the worst row never starts)."""
+    worst = np.vstack([best.means, T[int(np.argmin(best.log_density(T)))]])
+    spread = best.weights * np.trace(best.covariances, axis1=1, axis2=2)
+    g = int(np.argmax(spread))
+    w, V = np.linalg.eigh(best.covariances[g])
+    step = np.sqrt(max(w[-1], 0.0)) * V[:, -1]
+    split = np.vstack([best.means, best.means[g] - step])
+    split[g] = best.means[g] + step
+    starts = [worst, split]
+    if pinned is not None and np.any(pinned):
+        for c in starts:
+            c[0] = T[pinned].mean(axis=0)  # the inliers' group starts at the reference
+    return starts
