@@ -210,7 +210,7 @@ PARAMETERS: dict[str, Param] = {
             "alpha",
             "float",
             "level of the verdict's tests: the group test over the whole fit, and each pair's "
-            "shift and within-group tests (Bonferroni over the candidates)",
+            "shift test (Bonferroni over the candidates)",
             low=0,
             high=0.5,
             closed="neither",
@@ -220,8 +220,8 @@ PARAMETERS: dict[str, Param] = {
         Param(
             "edge_margin",
             "float",
-            "a candidate spike must exceed the bulk edge by this many Tracy-Widom units (or "
-            "be above it with skewed scores, at the same level)",
+            "a candidate spike must exceed the bulk edge by this many Tracy-Widom units (the "
+            "within-group covariance's spikes its own edge)",
             low=0,
             flag="--edge-margin",
             metavar="M",

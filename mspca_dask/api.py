@@ -76,9 +76,9 @@ def fit(
         Sample dimension of xarray or labelled Zarr input.
     location : {"auto"}, (n_features,) array_like or None
         What is subtracted from every sample before the analysis.  ``"auto"`` (default): the
-        mean of the *inliers*, found by robust distances in the space of the leading scores,
-        so that a shifted minority cannot drag it (centring by the plain sample mean hides
-        every mean shift from the knockoff; see Notes).  ``None``: the data as they are (the
+        mean of the *inliers*: the largest group of the verdict's mixture in the space of the
+        leading scores (the sample mean when the group test finds no displaced group), so that
+        a shifted minority cannot drag it.  ``None``: the data as they are (the
         paper's setting: inliers already centred).  A vector: that location (e.g. reference
         allele frequencies).
     solver : {"auto", "exact", "randomized"}
@@ -100,12 +100,12 @@ def fit(
     alpha : float
         Level of the verdict's tests, in ``(0, 0.5)``: with no displaced group, at most a share
         ``alpha`` of fits declare groups (the group test, ``⌈1/α⌉ − 1`` unimodal twins), and
-        each pair's shift and within-group tests run at ``alpha`` over the candidates
-        (Bonferroni).  See :mod:`mspca_dask.verdict`.
+        each pair's shift test runs at ``alpha`` over the candidates (Bonferroni).  See
+        :mod:`mspca_dask.verdict`.
     edge_margin : float
-        A candidate spike must exceed the bulk edge by this many Tracy–Widom units, or lie
-        above the edge with scores so skewed (a bulk direction's are symmetric) that both
-        together reach the same level, ``P(TW₁ > edge_margin)``.
+        A candidate spike must exceed the bulk edge by this many Tracy–Widom units (a bulk
+        eigenvalue does so with probability ``P(TW₁ > edge_margin)``); the within-group
+        covariance's spikes must exceed its own edge by as many.
     tol : float, optional
         Eigenvalue accuracy the randomized solver certifies (default ``ε/10``).
     max_passes : int
@@ -164,10 +164,11 @@ def fit(
     -----
     Paper, Algorithm 1: with ``X̃`` the data and a knockoff ``X̃' = X̃ + γ'm'ᵀ`` with
     ``θ'² = π'‖m'‖² = 2 g⁻¹(λ̃₁)``, an eigenpair ``(λ̃ᵢ, ũᵢ)`` of ``X̃ᵀX̃/n`` is a covariance
-    eigenpair when a knockoff eigenvalue stays within ``ε = C n^{-1/2}``.  With ``π' = 1``
-    the knockoff adds ``m'x̄ᵀ + x̄m'ᵀ + m'm'ᵀ`` to ``X̃ᵀX̃/n`` (``x̄`` the mean of the analysed
-    data), so a spike moves only if its eigenvector overlaps ``x̄``.  Centring by the sample
-    mean makes ``x̄ = 0`` and nothing moves — hence ``location="auto"``.
+    eigenpair when a knockoff eigenvalue stays within ``ε = C n^{-1/2}``.  The knockoff
+    spectra are computed in the same passes and reported (``displacement``,
+    ``eigenvector_overlap``); the verdicts come from the model of :mod:`mspca_dask.verdict`
+    (a Gaussian mixture in score space, one group test against unimodal twins, a Welch shift
+    statistic per pair and the spikes of the within-group covariance).
 
     Examples
     --------

@@ -217,4 +217,5 @@ class ModelFitWarning(MSPCAWarning):
 
 
 class NoStableComponentWarning(MSPCAWarning):
-    """Spikes were found but every one is a mean shift: no covariance component is kept."""
+    """Spikes were found but none is a covariance component (each is a mean shift or
+    undetermined): no component is kept."""

@@ -134,8 +134,7 @@ class MeanShiftPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstima
         Level of the verdict's tests, in ``(0, 0.5)`` (:func:`mspca_dask.fit`).
     edge_margin : float, default=4.0
         A candidate spike must exceed the Marchenko–Pastur bulk edge by this many
-        Tracy–Widom units (``>= 0``), or lie above the edge with scores so skewed (a bulk
-        direction's are symmetric) that both together reach the same level.
+        Tracy–Widom units (``>= 0``); the within-group covariance's spikes its own edge.
     tol : float or None, default=None
         Eigenvalue accuracy (``> 0``) the randomized solver certifies; ``None`` derives it
         from the invariance radius (``ε / 10``).

@@ -78,11 +78,10 @@ _COLUMNS_NOTE = (
     "|cos| of its eigenvector with the matched knockoff one; bound = certified error of the "
     "eigenvalue; shift z = Welch's chi-square of the group means along the eigenvector as an "
     "N(0, 1) deviate (nan: no displaced group, nothing to measure); verdict = covariance (a "
-    "PC of the inliers' covariance, the groups not shifted along it), mean shift (the groups "
-    "shifted along it, only noise within the inliers), mixed (shifted, and a covariance spike "
-    "within the inliers too), undetermined (the tests cannot tell: shifted with the inliers' "
-    "variance near the bulk, or not shifted with no spike within the inliers) or bulk (not "
-    "above the Marchenko–Pastur edge); reason = what decided it"
+    "spike of the within-group covariance, the groups not shifted along it), mean shift (the "
+    "groups shifted along it, no spike once their means are removed), mixed (shifted, and a "
+    "spike of the within-group covariance too), undetermined (neither) or bulk (not above the "
+    "Marchenko–Pastur edge); reason = what decided it"
 )
 
 _FLOAT_ATTRS = tuple(k for k, v in RESULT_ATTRS.items() if v.kind == "float")
