@@ -831,6 +831,21 @@ def test_fit__several_spikes_and_clusters():
 
 
 @pytest.mark.statistical
+@pytest.mark.parametrize("pi1", [0.05, 0.10, 0.15, 0.20])
+def test_fit__paper_setting_flags_the_mean_shift_and_keeps_the_covariance_pc(pi1):
+    # power in the paper's experiment (n = 1000, d = 900, every weight it reports): the
+    # cluster's eigenpair is a mean shift and the first stable component is the clean PC
+    for seed in range(4):
+        model = paper_setting(pi1=pi1, random_state=seed)
+        res = mspca_dask.fit(model.to_numpy(), n_components=10, random_state=0)
+        shift = model.mean_shift_vectors[:, 0]
+        along = int(np.argmax([alignment(v, shift) for v in res.eigenvectors]))
+        assert res.verdicts[along] == "mean shift", (seed, res.reasons[along])
+        truth = model.clean_top_eigenvectors(1)[:, 0]
+        assert res.n_stable >= 1 and alignment(res.components[0], truth) > 0.95, seed
+
+
+@pytest.mark.statistical
 def test_fit__the_verdict_does_not_rest_on_the_knockoffs_a_sample_mean_location_blinds():
     # Centring by the sample mean makes the mean-shift membership orthogonal to the
     # knockoff's, so the mean-shift eigenvalue no longer moves (the documented failure of
