@@ -105,7 +105,7 @@ def test_project__held_out_samples_land_with_their_population_and_match_a_joint_
     assert (sign * p[yri_new]).min() > (sign * p[~yri_new]).max()
     assert (sign * p[yri_new]).min() > (sign * fitted[~yri_train, k]).max()
     # The same samples' scores in a fit that included them: the YRI component's correlation
-    # (measured 0.998; the three bulk-level 'stable' components, which no two fits share
+    # (measured 0.998; the three bulk-level stable components, which no two fits share
     # exactly, correlate 0.72, 0.73 and 0.31).
     joint = all_ds["sample_score"].values[new]
     corr = abs(np.corrcoef(p, joint[:, k])[0, 1])
