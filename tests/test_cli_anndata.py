@@ -82,7 +82,7 @@ def test_fit_cli__layer_and_masks_select_cells_and_genes(adata, h5ad, tmp_path, 
     )
     np.testing.assert_allclose(res.eigenvalues, ref.eigenvalues, rtol=1e-10)
     np.testing.assert_array_equal(res.verdicts, ref.verdicts)
-    assert "mean shift" in list(res.verdicts)
+    assert res.candidate.any()  # the signal layer was read: X alone is noise, with no spike
 
 
 def test_fit_cli__without_layer_reads_x(adata, h5ad, tmp_path):
