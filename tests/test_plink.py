@@ -253,12 +253,12 @@ def test_open_plink__a_pgen_fileset_reads_as_its_bed_twin(
 
 
 @pytest.mark.parametrize("seed", [1, 2, 3])
-def test_fit__reference_samples_flag_a_small_far_minority_that_all_samples_variance_hides(
+def test_fit__a_small_far_minority_is_flagged_with_or_without_reference_samples(
     seed: int,
 ) -> None:
     # 12 of 400 samples 12 noise SDs off along one axis, a covariance spike along another,
-    # the data centred on the other 388 (location=None).  All samples' variance along the
-    # minority's eigenvector holds its displacement and caps its shift z near 3.
+    # the data centred on the other 388 (location=None).  The group test finds the minority
+    # in score space; the reference only pins which group the inliers are.
     rng = np.random.default_rng(seed)
     X = rng.standard_normal((400, 100))
     X[:12, 0] += 12.0
@@ -268,6 +268,8 @@ def test_fit__reference_samples_flag_a_small_far_minority_that_all_samples_varia
     with_ref = mspca_dask.fit(
         X, n_components=4, location=None, reference_samples=ref, random_state=0
     )
-    assert with_ref.stable.tolist() == [True, False, False, False]  # the spike, the minority
-    assert with_ref.shift_z[1] > 2 * plain.shift_z[1]
-    assert with_ref.shift_z[0] < 3.29
+    for res in (plain, with_ref):
+        assert res.stable.tolist() == [True, False, False, False]  # the spike, the minority
+        assert res.verdicts[1] == "mean shift"
+        assert np.all(res.groups[:12] > 0) and np.all(res.groups[12:] == 0)
+    assert np.all(with_ref.groups[ref] == 0)

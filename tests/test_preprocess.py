@@ -181,8 +181,9 @@ def test_standardize__raises_on_bad_centre_or_scale() -> None:
 # ------------------------------------------------------------------------------ the centring fact
 
 
-def test_reference_centring__lets_the_knockoff_flag_a_shifted_population() -> None:
-    """Pins DESIGN §2: all-sample centring hides the shifted minority from the knockoff."""
+def test_reference_centring__lets_the_knockoff_move_and_the_verdict_holds_either_way() -> None:
+    """All-sample centring hides the shifted minority from the paper's knockoff (its
+    displacement collapses), while the verdict, decided in score space, flags it either way."""
     g, ref = _two_populations()
     D = da.from_array(g, chunks=(500, 100))
     st = pp.GenotypeStats.from_pass(dask.compute(pp.genotype_statistics(D, ref))[0], g.shape[1])
@@ -198,5 +199,5 @@ def test_reference_centring__lets_the_knockoff_flag_a_shifted_population() -> No
         shifted = ~ref
         sep = abs(res.scores[shifted, 0].mean() - res.scores[~shifted, 0].mean())
         assert sep > 5 * res.scores[~shifted, 0].std()  # the top PC is the shifted group
-    assert verdicts == {"reference": "mean shift", "all": "covariance"}
+    assert verdicts == {"reference": "mean shift", "all": "mean shift"}
     assert moved["reference"] > 100 * moved["all"]
