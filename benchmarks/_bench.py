@@ -14,6 +14,7 @@ No path of the machine is recorded: temporary stores live in ``tempfile.mkdtemp(
 from __future__ import annotations
 
 import json
+import math
 import os
 import platform
 import statistics
@@ -253,3 +254,14 @@ def dump(name: str, out: Path, payload: dict[str, Any], md: list[str]) -> None:
     out.mkdir(parents=True, exist_ok=True)
     (out / f"{name}.json").write_text(json.dumps(payload, indent=2, default=float) + "\n")
     (out / f"{name}.md").write_text("\n".join(md) + "\n")
+
+
+def wilson(k: int, n: int) -> tuple[float, float]:
+    """Wilson 95 % interval of a proportion ``k / n``."""
+    if n == 0:
+        return (math.nan, math.nan)
+    z = 1.959964
+    p = k / n
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    return (max(0.0, centre - half), min(1.0, centre + half))

@@ -59,6 +59,7 @@ from _bench import (  # noqa: E402
     git_commit,
     machine_info,
     machine_line,
+    wilson,
 )
 
 #: n, d and the cluster's weight π of the accuracy table's "one cluster pi1=0.45" row.
@@ -215,17 +216,6 @@ def twin_trial(t: int) -> dict[str, Any]:
 
 
 # ---------------------------------------------------------------------- summary
-def wilson(k: int, n: int) -> tuple[float, float]:
-    """Wilson 95 % interval of a proportion ``k / n``."""
-    if n == 0:
-        return (math.nan, math.nan)
-    z = 1.959964
-    p = k / n
-    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
-    return (max(0.0, centre - half), min(1.0, centre + half))
-
-
 def _rate(flags: list[bool]) -> dict[str, Any]:
     k, n = sum(flags), len(flags)
     return {"count": k, "trials": n, "rate": k / n if n else None, "wilson95": wilson(k, n)}

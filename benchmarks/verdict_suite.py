@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import shutil
 import sys
 import tempfile
@@ -53,6 +52,7 @@ from _bench import (  # noqa: E402
     git_commit,
     machine_info,
     machine_line,
+    wilson,
 )
 
 import mspca_dask  # noqa: E402
@@ -156,17 +156,6 @@ def measure(draw: Draw, *, zarr_dir: str | None = None) -> dict[str, Any]:
 
 
 # ---------------------------------------------------------------------- summaries
-def wilson(k: int, n: int) -> tuple[float, float]:
-    """Wilson 95 % interval of a proportion ``k / n``."""
-    if n == 0:
-        return (math.nan, math.nan)
-    z = 1.959964
-    p = k / n
-    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
-    return (max(0.0, centre - half), min(1.0, centre + half))
-
-
 def summarise(name: str, fits: list[dict[str, Any]]) -> dict[str, Any]:
     fam = FAMILIES[name]
     n = len(fits)
