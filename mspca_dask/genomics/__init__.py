@@ -22,12 +22,10 @@ What a run does
 
 Centring: the allele frequencies come from a **reference** set of samples
 -------------------------------------------------------------------------
-Standard genotype PCA centres every variant by its mean over *all* samples.  That centring
-removes exactly what the knockoff needs to see: on a stdpopsim Out-of-Africa simulation
-(200 CEU + 20 YRI) the YRI spike went from 3509.12 to 3508.97 under the knockoff with
-all-sample frequencies — judged "stable", which is wrong — and from 2826.7 to 2377.4 with the
-CEU frequencies, correctly flagged as a mean shift.  So the centre (and by default the scale)
-of every variant come from a reference set given in ``[reference]`` (sample ids, a file of ids,
+Standard genotype PCA centres every variant by its mean over *all* samples.  Here the centre
+(and by default the scale) of every variant come from a reference set: the scores are in the
+reference population's units, the location is its centre, and its samples are the inliers'
+group of the verdict (:mod:`mspca_dask.verdict`).  It is given in ``[reference]`` (sample ids, a file of ids,
 a boolean sample variable of the store, or metadata values such as ``population = CEU``).
 Without one, the location is estimated robustly by the core (``location="auto"``: the mean of
 the inliers in the space of the leading scores) and the scale from all samples.  The result

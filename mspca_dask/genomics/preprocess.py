@@ -15,15 +15,12 @@ Centring — why the allele frequencies come from a *reference* set
 ------------------------------------------------------------------
 Standard genotype PCA (EIGENSOFT's ``smartpca``, plink ``--pca``) centres each variant by the
 mean over all samples, ``(g − 2p)/√(2p(1−p))`` with ``p`` the all-sample allele frequency
-(Patterson, Price & Reich 2006).  MS-PCA cannot use that centring: the knockoff moves a
-mean-shift eigenvalue only through the overlap of its random membership with the shifted
-group's membership, and subtracting the all-sample mean turns that membership into one
-orthogonal to every random knockoff — the spike then does not move and a shifted minority is
-judged "stable".  Measured on a stdpopsim Out-of-Africa simulation (200 CEU + 20 YRI), the YRI
-spike went from 3509.12 to 3508.97 under the knockoff with all-sample frequencies (wrong:
-"stable") and from 2826.7 to 2377.4 with CEU reference frequencies (flagged as a mean shift).
-So :func:`standardize` takes the centre and the scale as arguments, and callers compute them from
-a reference set of samples (:func:`reference_frequency`).
+(Patterson, Price & Reich 2006).  With a reference set, the centre and scale are the
+reference population's: the paper's knockoff moves a mean-shift eigenvalue only through the
+overlap of its random membership with the shifted group, which all-sample centring cancels,
+and the reference's samples are the inliers' group of the verdict.  So :func:`standardize`
+takes the centre and the scale as arguments, and callers compute them from a reference set of
+samples (:func:`reference_frequency`).
 
 Missing calls are mean-imputed *with the centre* inside the chunk function (their standardised
 value is exactly 0), so no dense copy of the genotypes is ever made.
