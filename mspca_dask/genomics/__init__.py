@@ -25,8 +25,9 @@ Centring: the allele frequencies come from a **reference** set of samples
 Standard genotype PCA centres every variant by its mean over *all* samples.  Here the centre
 (and by default the scale) of every variant come from a reference set: the scores are in the
 reference population's units, the location is its centre, and its samples are the inliers'
-group of the verdict (:mod:`mspca_dask.verdict`).  It is given in ``[reference]`` (sample ids, a file of ids,
-a boolean sample variable of the store, or metadata values such as ``population = CEU``).
+group of the verdict (:mod:`mspca_dask.verdict`).  It is given in ``[reference]`` (sample
+ids, a file of ids, a boolean sample variable of the store, or metadata values such as
+``population = CEU``).
 Without one, the location is estimated robustly by the core (``location="auto"``: the mean of
 the inliers in the space of the leading scores) and the scale from all samples.  The result
 records which reference was used (``reference_mode``, ``reference_description``,
