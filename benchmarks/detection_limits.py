@@ -1,7 +1,6 @@
 """How often the verdict's group test declares a near-balanced cluster, and its Gaussian twin.
 
-The setting is the accuracy table's "one cluster pi1=0.45" row (``accuracy.py --suite
-beyond``): d = 900, n = 1000, one covariance spike ℓ = 2√c and one cluster of 45 % of the
+The setting: d = 900, n = 1000, one covariance spike ℓ = 2√c and one cluster of 45 % of the
 samples at θ² = 4√c.  A cluster that holds nearly half the samples is the hardest case for a
 group test: its two modes sit close to one unimodal bump.
 
@@ -62,7 +61,7 @@ from _bench import (  # noqa: E402
     wilson,
 )
 
-#: n, d and the cluster's weight π of the accuracy table's "one cluster pi1=0.45" row.
+#: n, d and the cluster's weight π: a near-balanced cluster at the paper's scaling.
 N, D, PI = 1000, 900, 0.45
 C = D / N
 #: The covariance spike ℓ and the cluster's strength θ² (the paper's scaling).
@@ -78,7 +77,7 @@ HOW_TO_READ = [
     "",
     f"Each trial draws two data sets of n = {N} samples and d = {D} features: a *cluster* "
     f"(one covariance spike ℓ = 2√c and one cluster of {PI * 100:.0f} % of the samples at "
-    "θ² = 4√c, c = d/n: the accuracy table's `one cluster pi1=0.45` row, seeds 5000 + t) and "
+    "θ² = 4√c, c = d/n, seeds 5000 + t) and "
     "its *Gaussian twin* (the same spike, and the cluster replaced by a Gaussian covariance "
     "spike of the same variance, (1 − π)θ², seeds 6000 + t: no sample is shifted, so a group "
     "declared there is false). The verdict's group test (`mspca_dask.verdict.fit_groups`, "
