@@ -133,7 +133,9 @@ def _small(values: np.ndarray) -> da.Array:
 # result does not depend on which worker computed which partial, nor on a recomputation after
 # a worker was lost: the same graph gives the same bits.  The kernels use only ``@``,
 # ``.T``, ``astype``, indexing and functions of the chunk's own array module
-# (:func:`_namespace`), so CuPy-backed chunks could run them; that is untested (no GPU here).
+# (:func:`_namespace`), so CuPy-backed chunks run them on their device: the small operand is
+# copied to the chunk's device (:func:`_like`) and only the small result comes back to host
+# memory (:func:`_host`), inside the task, so everything past the kernels is NumPy.
 
 
 def _as_aligned(block: Any, dtype: Any = np.float64) -> Any:
@@ -196,6 +198,27 @@ def _namespace(block: Any) -> Any:
     return np if root == "numpy" else sys.modules.get(root, np)
 
 
+def _like(operand: Any, block: Any) -> Any:
+    """A small NumPy operand on the chunk's device (itself for NumPy chunks).
+
+    CuPy refuses to multiply its arrays by NumPy ones; the copy is ``(p, a)`` numbers, next to
+    the ``(rows, p)`` chunk it multiplies.
+    """
+    xp = _namespace(block)
+    return operand if xp is np else xp.asarray(operand)
+
+
+def _host(result: Any) -> Any:
+    """A kernel's small result in host memory (``.get()`` of a device array).
+
+    Partials leave their task as NumPy, so the ordered sums, the transfers between workers
+    and the driver's linear algebra are the same code for every kind of chunk.
+    """
+    if isinstance(result, np.ndarray) or not hasattr(result, "__cuda_array_interface__"):
+        return result
+    return result.get()
+
+
 def _quiet(kernel: Any) -> Any:
     """Run a product kernel without NumPy's floating-point warnings.
 
@@ -214,7 +237,7 @@ def _quiet(kernel: Any) -> Any:
 @_quiet
 def _gram_kernel(block: Any) -> Any:
     b = _as_aligned(block)
-    return (b.T @ b)[None]
+    return _host((b.T @ b)[None])
 
 
 def _compute_dtype(block: Any, single: bool) -> Any:
@@ -226,7 +249,8 @@ def _compute_dtype(block: Any, single: bool) -> Any:
 def _krylov_kernel(block: Any, V: Any, single: bool = False) -> Any:
     dtype = _compute_dtype(block, single)
     b = _as_aligned(block, dtype)
-    return (b.T @ (b @ _as_aligned(V, dtype))).astype(np.float64, copy=False)[None]
+    bV = b @ _as_aligned(_like(V, b), dtype)
+    return _host((b.T @ bV).astype(np.float64, copy=False)[None])
 
 
 @_quiet
@@ -241,9 +265,9 @@ def _krylov_image_kernel(block: Any, V: Any, single: bool = False) -> Any:
     block, V = _joined(block), _joined(V)
     dtype = _compute_dtype(block, single)
     b = _as_aligned(block, dtype)
-    bV = b @ _as_aligned(V, dtype)
+    bV = b @ _as_aligned(_like(V, b), dtype)
     out = np.empty(1, dtype=object)
-    out[0] = ((b.T @ bV).astype(np.float64, copy=False)[None], bV)
+    out[0] = (_host((b.T @ bV).astype(np.float64, copy=False)[None]), _host(bV))
     return out
 
 
@@ -259,12 +283,14 @@ def _second_of(pair: Any) -> Any:
 def _keep_kernel(block: Any, W: Any, single: bool = False) -> Any:
     block, W = _joined(block), _joined(W)
     dtype = _compute_dtype(block, single)
-    return (_as_aligned(block, dtype) @ _as_aligned(W, dtype)).astype(np.float64, copy=False)
+    b = _as_aligned(block, dtype)
+    return _host((b @ _as_aligned(_like(W, b), dtype)).astype(np.float64, copy=False))
 
 
 @_quiet
 def _side_kernel(block: Any, O: Any) -> Any:  # noqa: E741 - the paper's name
-    return (_as_aligned(block).T @ _as_aligned(O))[None]
+    b = _as_aligned(block)
+    return _host((b.T @ _as_aligned(_like(O, b)))[None])
 
 
 def _finite_part(block: Any) -> tuple[Any, Any]:
@@ -299,7 +325,7 @@ def _stats_kernel(block: Any) -> Any:
     rows[:, 1] = xp.einsum("ij,ij->i", clean, clean, dtype=np.float64)
     rows[:, 2] = 0 if bad is None else bad.sum(axis=1)
     out = np.empty(1, dtype=object)
-    out[0] = (cols, rows)
+    out[0] = (_host(cols), _host(rows))
     return out
 
 

@@ -81,3 +81,24 @@ def test_joined__unpacks_one_chunk_and_refuses_several() -> None:
     assert _joined([a]) is a and _joined([[a]]) is a and _joined(a) is a
     with pytest.raises(ValueError, match="one chunk"):
         _joined([a, a])
+
+
+class _DeviceArray:
+    """What a device array shows a kernel: ``__cuda_array_interface__`` and ``get()``."""
+
+    __cuda_array_interface__: dict[str, object] = {}
+
+    def __init__(self, values: np.ndarray) -> None:
+        self.values = values
+
+    def get(self) -> np.ndarray:
+        return self.values
+
+
+def test_kernel_results_leave_the_task_in_host_memory():
+    from mspca_dask._passes import _host, _like
+
+    values = np.arange(6.0).reshape(2, 3)
+    assert _host(values) is values  # NumPy partials are not copied
+    assert _host(_DeviceArray(values)) is values  # device partials come back as NumPy
+    assert _like(values, np.empty((4, 2))) is values  # NumPy chunks take the operand as it is
