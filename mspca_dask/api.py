@@ -11,6 +11,7 @@ results — come back to the driver.
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -55,6 +56,7 @@ def fit(
     layer: str | None = None,
     mask_obs: Any = None,
     mask_var: Any = None,
+    ld: Mapping[str, Any] | None = None,
 ) -> MSPCAResult:
     """Mean-Shift PCA: the top principal components, split into covariance and mean-shift ones.
 
@@ -152,6 +154,13 @@ def fit(
         (``mask_var="highly_variable"``), as scanpy's ``mask_obs`` and ``mask_var``.  The
         result's labels are the kept ``obs_names`` and ``var_names``;
         :func:`mspca_dask.add_to_anndata` stores it back in the AnnData.
+    ld : mapping, optional
+        For a genotype ``source``: LD handling as the genomics job's ``[ld]`` section, e.g.
+        ``{"window_kb": 500, "r2": 0.2, "exclude_regions": "hg19"}`` (the semantics of
+        ``plink2 --indep-pairwise 500kb 1 0.2`` over the analysed samples, after dropping the
+        long-range-LD regions of that build; ``"hg38"``, ``"none"`` or a BED file path also
+        work).  ``params["genotype_qc"]`` counts the variants it removed.  None (default):
+        no LD handling.
 
     Returns
     -------
@@ -207,6 +216,11 @@ def fit(
             variable=variable,
             scheduler=scheduler,
             allow_missing_chunks=allow_missing_chunks,
+            ld=ld,
+        )
+    elif ld is not None:
+        raise ParameterError(
+            "ld= applies to genotype sources only (a VCF Zarr store or a PLINK fileset path)"
         )
     reference = None
     if gin is not None:
@@ -262,6 +276,8 @@ def fit(
     )
     if gin is not None:  # a genotype store: what its QC kept and dropped
         record["genotype_qc"] = gin.qc_counts
+        if ld is not None:
+            record["ld"] = dict(ld)
     result = _result(output, plan.solver, len(passes), random_state, record, src)
     if out is not None:
         result.to_zarr(out, overwrite=overwrite)

@@ -226,6 +226,7 @@ def block_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     bed.write_text("2\t1000000\t3000000\n")
     return {
         "a": a,
+        "root": root,
         "plain": _run(root, "plain", a, ""),
         "pruned": _run(root, "pruned", a, "[ld]\nwindow_kb = 500\nr2 = 0.2\n"),
         "regions": _run(root, "excluded", a, f'[ld]\nr2 = 1.0\nexclude_regions = "{bed}"\n'),
@@ -265,6 +266,45 @@ def test_run_job__ld_pruning_removes_the_block_and_the_pc_it_made(
         spilled["variant_included"].values, pruned["variant_included"].values
     )
     np.testing.assert_allclose(spilled["eigenvalue"].values, pruned["eigenvalue"].values, rtol=1e-6)
+
+
+@pytest.mark.integration
+def test_fit__ld_on_a_fileset_keeps_the_variants_the_job_keeps(
+    block_runs: dict[str, Any],
+) -> None:
+    import mspca_dask
+
+    job = gx.open_genomics_result(block_runs["pruned"].output_dir)
+    a = block_runs["a"]
+    res = mspca_dask.fit(
+        str(block_runs["root"] / "pruned.bed"),
+        n_components=3,
+        reference_samples=a["sample_id"][a["populations"] == "A"].tolist(),
+        ld={"window_kb": 500, "r2": 0.2},
+    )
+    kept = job["variant_included"].values
+    expected = np.asarray(job["variant_id"].values).astype(str)[kept]  # the .bim's ids
+    assert [str(v) for v in res.feature_coords] == expected.tolist()
+    counts = res.params["genotype_qc"]
+    assert counts["variants_ld_pruned"] == json.loads(job.attrs["qc_counts"])["variants_ld_pruned"]
+    assert res.params["ld"] == {"window_kb": 500, "r2": 0.2}
+
+
+def test_fit__ld_is_checked_and_refused_off_genotype_sources() -> None:
+    import mspca_dask
+    from mspca_dask.errors import ParameterError
+
+    X = np.random.default_rng(0).standard_normal((50, 20))
+    with pytest.raises(ParameterError, match="genotype sources only"):
+        mspca_dask.fit(X, n_components=2, ld={"r2": 0.2})
+    from mspca_dask.genomics.genotypes import _ld_section
+
+    with pytest.raises(ParameterError, match=r"ld: r2 must be a number in \(0, 1\]"):
+        _ld_section({"r2": 2})
+    with pytest.raises(ParameterError, match="unknown key"):
+        _ld_section({"window": 500})
+    assert _ld_section({"enabled": False}) is None
+    assert _ld_section({"exclude_regions": "hg19"}).regions
 
 
 @pytest.mark.integration

@@ -18,6 +18,7 @@ inliers); without, the centre and scale are the all-sample frequencies and the c
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -108,6 +109,7 @@ def genotype_input(
     variable: str | None = None,
     scheduler: Any = None,
     allow_missing_chunks: bool = False,
+    ld: Mapping[str, Any] | None = None,
 ) -> GenotypeInput | None:
     """Open, QC and standardise a genotype store for :func:`mspca_dask.fit`; None otherwise.
 
@@ -129,6 +131,12 @@ def genotype_input(
     allow_missing_chunks : bool
         Read genotype chunks absent from a VCF Zarr store as fill values (as in ``fit``);
         by default an absent chunk is a :class:`~mspca_dask.errors.ChunkReadError`.
+    ld : mapping, optional
+        The job's ``[ld]`` section as a mapping (``window_kb``, ``r2``, ``exclude_regions``,
+        ``enabled``; relative BED paths against the working directory): variants in the
+        excluded regions are dropped with the QC, then the rest pruned by pairwise r² over
+        the analysed samples (one more read of the kept dosages), counted in ``qc_counts``.
+        None: no LD handling.
 
     Raises
     ------
@@ -136,13 +144,17 @@ def genotype_input(
         ``reference_samples`` on a source that is not a genotype store, a bad mask, or a
         ``location`` together with ``reference_samples``.
     InputError
-        Unknown reference ids, or too few variants passing QC.
+        Unknown reference ids, or too few variants passing QC (or LD pruning).
     """
     if not is_genotype_source(source, variable):
         if reference_samples is not None:
             raise ParameterError(
                 "reference_samples applies to genotype sources only (a VCF Zarr store or a "
                 "PLINK fileset path); for other data pass location= (a vector) instead"
+            )
+        if ld is not None:
+            raise ParameterError(
+                "ld= applies to genotype sources only (a VCF Zarr store or a PLINK fileset path)"
             )
         return None
     import xarray as xr
@@ -166,8 +178,10 @@ def genotype_input(
             "not pass location= as well"
         )
     # The job's QC thresholds, from one place (JobConfig's defaults).
-    cfg = JobConfig(name="fit", store=os.fspath(source), output_dir=Path("."))
+    cfg = JobConfig(name="fit", store=os.fspath(source), output_dir=Path("."), ld=_ld_section(ld))
     qc = run_qc(cfg, vz, reference, Executor(scheduler=scheduler))
+    if cfg.ld is not None and cfg.ld.prunes:
+        _prune(cfg, vz, qc)
     centre_p, scale = centre_and_scale(qc.stats, qc.variant_keep, qc.reference, cfg.scale)
     dosage = vz.dosage[qc.variant_keep][:, qc.sample_keep]
     X = preprocess.standardize(dosage, vz.ploidy * centre_p, scale)
@@ -192,3 +206,36 @@ def genotype_input(
         scale=np.asarray(scale, dtype=float),
         reference=qc.kept_reference,
     )
+
+
+def _ld_section(ld: Mapping[str, Any] | None) -> Any:
+    """``fit(ld=...)`` read as the job's ``[ld]`` section (its checks, its messages)."""
+    if ld is None:
+        return None
+    from ..errors import ConfigError
+    from .config import _ld_config
+
+    if not isinstance(ld, Mapping):
+        raise ParameterError(
+            f"ld must be a mapping like the job's [ld] section, e.g. "
+            f"{{'window_kb': 500, 'r2': 0.2, 'exclude_regions': 'hg19'}} (got {ld!r})"
+        )
+    unknown = set(ld) - {"enabled", "window_kb", "r2", "exclude_regions"}
+    if unknown:
+        raise ParameterError(
+            f"ld has unknown key(s) {sorted(unknown)}; the keys are enabled, window_kb, r2 "
+            "and exclude_regions"
+        )
+    try:
+        return _ld_config(ld, Path.cwd())
+    except ConfigError as err:
+        raise ParameterError(str(err).replace("[ld] ", "ld: ")) from err
+
+
+def _prune(cfg: Any, vz: Any, qc: Any) -> None:
+    """Pairwise r² pruning of the variants QC kept, over the analysed samples (updates
+    ``qc``): the kept dosages read once more, block by block along the genome, in this
+    process (the greedy rule is sequential), as the job reads its compact calls."""
+    from .analysis import prune_ld
+
+    prune_ld(cfg, vz, qc, vz.dosage[qc.variant_keep][:, qc.sample_keep])
