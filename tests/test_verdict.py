@@ -23,6 +23,7 @@ from mspca_dask.verdict import (
     match_spikes,
     shift_statistics,
 )
+from mspca_dask.verdict.groups import independent_axes
 from mspca_dask.verdict.mixture import fit_mixture, select_mixture
 from mspca_dask.verdict.pairs import chi2_deviate
 from mspca_dask.verdict.twins import critical_bandwidth, unimodal_twins
@@ -256,8 +257,27 @@ def test_a_spike_mixed_with_a_shift_comes_back_clean():
 # ---------------------------------------------------------------- calibration and power
 
 
+def test_independent_axes_unmix_factors_that_eigenvectors_mixed():
+    rng = np.random.default_rng(5)
+    n = 2000
+    F = np.column_stack([(rng.chisquare(1, n) - 1) / np.sqrt(2), rng.exponential(size=n) - 1])
+    turn = np.array([[np.cos(0.6), -np.sin(0.6)], [np.sin(0.6), np.cos(0.6)]])
+    T = (F @ turn.T) * [2.0, 1.5] + 0.3 * rng.standard_normal((n, 2))
+    T -= T.mean(axis=0)
+    Y = T @ independent_axes(T)
+    np.testing.assert_allclose(np.cov(Y, rowvar=False), np.eye(2), atol=1e-8)
+    r = np.abs(np.corrcoef(np.column_stack([Y, F]), rowvar=False)[:2, 2:])
+    assert r.max(axis=0).min() > 0.95  # each factor is one axis
+
+
 def _null_columns(kind: str, n: int, rng: np.random.Generator) -> np.ndarray:
-    """Two candidate score columns: a factor of the given kind plus noise, and a Gaussian."""
+    """Two candidate score columns: a factor of the given kind plus noise, and a Gaussian;
+    "mixed skewed": a χ²₁ and an exponential factor mixed at 45° (close spikes' eigenvectors)."""
+    if kind == "mixed skewed":
+        F = np.column_stack([(rng.chisquare(1, n) - 1) / np.sqrt(2), rng.exponential(size=n) - 1])
+        return 2.0 * F @ np.array([[1.0, 1.0], [-1.0, 1.0]]) / np.sqrt(2) + rng.standard_normal(
+            (n, 2)
+        )
     factor = {
         "gaussian": rng.standard_normal(n),
         "skewed": (rng.chisquare(1, n) - 1) / np.sqrt(2),
@@ -268,7 +288,7 @@ def _null_columns(kind: str, n: int, rng: np.random.Generator) -> np.ndarray:
 
 
 @pytest.mark.statistical
-@pytest.mark.parametrize("kind", ["gaussian", "skewed", "heavy", "flat"])
+@pytest.mark.parametrize("kind", ["gaussian", "skewed", "heavy", "flat", "mixed skewed"])
 def test_group_test_false_rejections_are_at_most_its_level(kind):
     rng = np.random.default_rng(100)
     reps = 40

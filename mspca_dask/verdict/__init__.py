@@ -8,8 +8,9 @@ The model, in ten lines:
 2. Groups come from one fit: a Gaussian mixture in score space (EM, groups added while BIC
    falls; reference rows pinned to the inliers' group 0, else group 0 is the largest).
 3. One test says whether there are displaced groups at all, at level ``α``: the mixture's BIC
-   gain against ``⌈1/α⌉ − 1`` twins with the data's columns made unimodal (Silverman's
-   critical bandwidth) and independent.  Not rejected: one group, every candidate covariance.
+   gain against ``⌈1/α⌉ − 1`` twins drawn under a factor model: the scores' most independent
+   axes (FastICA), each made unimodal (Silverman's critical bandwidth), drawn independently.
+   Not rejected: one group, every candidate covariance.
 4. The location is the inliers' mean; the covariance is that of the data re-centred at each
    group's own mean, ``S_w``, whose spikes (above its own edge) are the covariance components.
 5. Per candidate: ``shift_z``, Welch's χ² of the group means as an ``N(0, 1)`` deviate, and
