@@ -339,8 +339,10 @@ def _estimate_location(
         sing = np.sqrt(np.maximum(spec.values[:k], 0) * n)
         scores = V0 * sing
     else:
-        out = spectra.read_with("mspca-location-scores", known, keep=V0)
-        scores = out["keep"] - (xbar @ V0)[None, :]
+        image = spectra.basis_image(V0)  # the kept images of the basis: no pass
+        if image is None:
+            image = spectra.read_with("mspca-location-scores", known, keep=V0)["keep"]
+        scores = image - (xbar @ V0)[None, :]
     groups = (
         fit_groups(scores, level=prm.alpha, seed=fit.location_seed)
         if n_cand
