@@ -467,9 +467,9 @@ class KrylovSpectra:
         ``history`` holds the top-K Ritz values of the original spectrum after each earlier
         pass, oldest first.  The iteration stops when
 
-        1. every Ritz value above the Marchenko–Pastur edge, of the original and of every
-           knockoff spectrum, carries an error bound below ``tol`` (the returned bound is the
-           largest of these);
+        1. every Ritz value above the Marchenko–Pastur edge, of the original spectrum and of
+           the spectra in ``knock`` (the fit passes none: the knockoffs decide no verdict),
+           carries an error bound below ``tol`` (the returned bound is the largest of these);
         2. those values (above the edge now or after the previous pass) moved by less than
            ``tol`` in the last pass, and as many are above the edge as after it;
         3. the largest Ritz value below the edge is not climbing fast enough to become a
