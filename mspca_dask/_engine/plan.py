@@ -265,15 +265,14 @@ class FitPlan:
             if self.dual:
                 out.append(("mspca-location-mean", "the inlier location" + krylov))
             else:
-                out.append(
-                    ("mspca-location-scores", "scores on the mean-centred spectrum" + krylov)
-                )
+                kept = "" if exact else " (only if the basis's images were not kept)"
+                out.append(("mspca-location-scores", "scores on the mean-centred spectrum" + kept))
                 out.append(("mspca-location-groups", "images of the groups found (only if any)"))
         if not exact:
             out.append(
                 (
                     "mspca-pass-k",
-                    "Krylov passes until every spectrum is certified "
+                    "Krylov passes until the spectrum is certified "
                     f"(at most {self.params.max_passes} passes in all)",
                 )
             )
