@@ -170,21 +170,21 @@ def test_krylov_settled__returns_a_decision_and_a_bound_and_changes_nothing() ->
     spec = spectra.spectrum(LowRank.empty(plan.p))
     history = [spec.values - 1e-3, spec.values - 1e-6]
     before = _state(spectra)
-    first = spectra.settled(spec, [], history, 1.0, tol=1e-2)
-    second = spectra.settled(spec, [], history, 1.0, tol=1e-2)
+    first = spectra.settled(spec, history, 1.0, tol=1e-2)
+    second = spectra.settled(spec, history, 1.0, tol=1e-2)
     assert first == second
     ok, bound = first
     assert isinstance(ok, bool) and bound >= 0.0
     _assert_same_state(before, _state(spectra))
     assert spectra.read.n_passes == n_passes
     # a bound above the tolerance can never be settled
-    assert spectra.settled(spec, [], history, 1.0, tol=bound / 2)[0] is (bound == 0.0)
+    assert spectra.settled(spec, history, 1.0, tol=bound / 2)[0] is (bound == 0.0)
 
 
 def test_krylov_settled__needs_three_blocks_and_a_history() -> None:
     spectra, plan = _krylov_after(1)
     spec = spectra.spectrum(LowRank.empty(plan.p))
-    ok, bound = spectra.settled(spec, [], [spec.values], 1.0, tol=1e9)
+    ok, bound = spectra.settled(spec, [spec.values], 1.0, tol=1e9)
     assert not ok and np.isfinite(bound)
 
 
@@ -194,4 +194,4 @@ def test_exact_settled__is_always_true_with_a_zero_bound() -> None:
     plan = make_plan(FitParams.from_kwargs(n_components=2), Location("none"), n=40, d=6, dual=False)
     spectra = make_spectra(plan, PassReader(data, Executor("sync")))
     assert isinstance(spectra, ExactSpectra)
-    assert spectra.settled(None, [], [], 1.0, 0.0) == (True, 0.0)  # type: ignore[arg-type]
+    assert spectra.settled(None, [], 1.0, 0.0) == (True, 0.0)  # type: ignore[arg-type]

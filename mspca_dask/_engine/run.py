@@ -379,7 +379,7 @@ def _preliminary_spectrum(
         spec = fit.spectra.spectrum(lr)
         s2 = fit.noise(spec.values, terms, m)
         # Loose accuracy is enough: this spectrum only ranks samples in score space.
-        settled, _bound = fit.spectra.settled(spec, [], history, s2, tol=0.05 * s2)
+        settled, _bound = fit.spectra.settled(spec, history, s2, tol=0.05 * s2)
         if settled or fit.read.n_passes >= fit.plan.params.max_passes // 2:
             return spec, terms
         history.append(spec.values)
@@ -434,7 +434,8 @@ def _knockoff_spectra(
 def _converge(
     fit: _Run, m: Moments, knock: Knockoffs, centre: Centre, base_terms: list[Term]
 ) -> tuple[Spectrum, list[Spectrum], float, float, float]:
-    """The original and the knockoff spectra, certified (randomized solver: pass by pass)."""
+    """The original spectrum, certified (randomized solver: pass by pass), and the knockoff
+    spectra of the final basis."""
     prm, spectra, read = fit.plan.params, fit.spectra, fit.read
     base = fit.lowrank(base_terms)
     budget = prm.max_passes
@@ -448,31 +449,24 @@ def _converge(
         # The iteration waits for the original spectrum alone, which the verdict reads; the
         # knockoff spectra decide nothing and are computed once, from the final basis, and
         # reported with their own bounds.
-        settled, bound = spectra.settled(spec, [], history, s2, tol)
-        if settled:
-            return (
-                spec,
-                _knockoff_spectra(fit, knock, base, base_terms, strength),
-                strength,
-                s2,
-                eps,
-            )
-        if read.n_passes >= budget - 1:
-            knock_specs = _knockoff_spectra(fit, knock, base, base_terms, strength)
-            warnings.warn(
-                "the randomized solver stopped "
-                + (
-                    "with its Krylov space exhausted"
-                    if spectra.exhausted
-                    else f"at its pass budget ({prm.max_passes})"
+        settled, bound = spectra.settled(spec, history, s2, tol)
+        if settled or read.n_passes >= budget - 1:
+            if not settled:
+                warnings.warn(
+                    "the randomized solver stopped "
+                    + (
+                        "with its Krylov space exhausted"
+                        if spectra.exhausted
+                        else f"at its pass budget ({prm.max_passes})"
+                    )
+                    + " with "
+                    f"an eigenvalue error bound of {bound:.3g}, above the target "
+                    f"{tol:.3g}; the verdicts may be unreliable. Raise max_passes or use "
+                    f"solver='exact'.",
+                    ConvergenceWarning,
+                    stacklevel=4,
                 )
-                + " with "
-                f"an eigenvalue error bound of {bound:.3g}, above the target "
-                f"{tol:.3g}; the verdicts may be unreliable. Raise max_passes or use "
-                f"solver='exact'.",
-                ConvergenceWarning,
-                stacklevel=4,
-            )
+            knock_specs = _knockoff_spectra(fit, knock, base, base_terms, strength)
             return spec, knock_specs, strength, s2, eps
         history.append(spec.values)
         if not spectra.extend(

@@ -183,12 +183,7 @@ class ExactSpectra:
         raise RuntimeError("the exact solver makes no Krylov pass")
 
     def settled(
-        self,
-        spec: Spectrum,
-        knock: list[Spectrum],
-        history: list[np.ndarray],
-        s2: float,
-        tol: float,
+        self, spec: Spectrum, history: list[np.ndarray], s2: float, tol: float
     ) -> tuple[bool, float]:
         """Exact eigenvalues: always settled, with a zero bound."""
         return True, 0.0
@@ -455,21 +450,16 @@ class KrylovSpectra:
         return out
 
     def settled(
-        self,
-        spec: Spectrum,
-        knock: list[Spectrum],
-        history: list[np.ndarray],
-        s2: float,
-        tol: float,
+        self, spec: Spectrum, history: list[np.ndarray], s2: float, tol: float
     ) -> tuple[bool, float]:
         """Whether the block-Krylov iteration may stop, and the largest bound it watched.
 
         ``history`` holds the top-K Ritz values of the original spectrum after each earlier
         pass, oldest first.  The iteration stops when
 
-        1. every Ritz value above the Marchenko–Pastur edge, of the original spectrum and of
-           the spectra in ``knock`` (the fit passes none: the knockoffs decide no verdict),
-           carries an error bound below ``tol`` (the returned bound is the largest of these);
+        1. every Ritz value of ``spec`` above the Marchenko–Pastur edge carries an error bound
+           below ``tol`` (the returned bound is the largest of these; the knockoff spectra
+           decide no verdict and are not waited for);
         2. those values (above the edge now or after the previous pass) moved by less than
            ``tol`` in the last pass, and as many are above the edge as after it;
         3. the largest Ritz value below the edge is not climbing fast enough to become a
@@ -492,9 +482,7 @@ class KrylovSpectra:
         plan = self.plan
         n, d = plan.n_samples, plan.n_features
         edge = rmt.mp_edges(d / n, s2)[1]
-        worst = max(
-            float(np.max(sp.bounds[sp.values > edge], initial=0.0)) for sp in [spec, *knock]
-        )
+        worst = float(np.max(spec.bounds[spec.values > edge], initial=0.0))
         if self.Q.shape[1] >= plan.p:
             return True, worst  # the basis spans the whole space: Rayleigh–Ritz is exact
         if self._n_blocks < 3 or not history:
