@@ -152,10 +152,6 @@ def genotype_input(
                 "reference_samples applies to genotype sources only (a VCF Zarr store or a "
                 "PLINK fileset path); for other data pass location= (a vector) instead"
             )
-        if ld is not None:
-            raise ParameterError(
-                "ld= applies to genotype sources only (a VCF Zarr store or a PLINK fileset path)"
-            )
         return None
     import xarray as xr
 
@@ -181,7 +177,11 @@ def genotype_input(
     cfg = JobConfig(name="fit", store=os.fspath(source), output_dir=Path("."), ld=_ld_section(ld))
     qc = run_qc(cfg, vz, reference, Executor(scheduler=scheduler))
     if cfg.ld is not None and cfg.ld.prunes:
-        _prune(cfg, vz, qc)
+        from .analysis import prune_ld
+
+        # the greedy r² rule runs along the genome in this process, reading the kept dosages
+        # once more block by block, as the job reads its compact calls
+        prune_ld(cfg, vz, qc, vz.dosage[qc.variant_keep][:, qc.sample_keep])
     centre_p, scale = centre_and_scale(qc.stats, qc.variant_keep, qc.reference, cfg.scale)
     dosage = vz.dosage[qc.variant_keep][:, qc.sample_keep]
     X = preprocess.standardize(dosage, vz.ploidy * centre_p, scale)
@@ -230,12 +230,3 @@ def _ld_section(ld: Mapping[str, Any] | None) -> Any:
         return _ld_config(ld, Path.cwd())
     except ConfigError as err:
         raise ParameterError(str(err).replace("[ld] ", "ld: ")) from err
-
-
-def _prune(cfg: Any, vz: Any, qc: Any) -> None:
-    """Pairwise r² pruning of the variants QC kept, over the analysed samples (updates
-    ``qc``): the kept dosages read once more, block by block along the genome, in this
-    process (the greedy rule is sequential), as the job reads its compact calls."""
-    from .analysis import prune_ld
-
-    prune_ld(cfg, vz, qc, vz.dosage[qc.variant_keep][:, qc.sample_keep])
