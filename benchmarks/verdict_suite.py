@@ -21,10 +21,9 @@ Summaries per family: the false-flag rate (null families: a flag is false), the 
 
 Seeds: the design seeds are 0, 1, ...; ``--held-out`` runs the held-out block 200000, 200001,
 ... instead and writes ``verdict_suite_held_out.*``.  A held-out block is run once, on a
-finished model; a model changed after its run gets the next block (100000... held out the
-model before its twins moved to independent axes: CHANGELOG).  Trials run seed by seed across all
-families, so an interrupted run has the same number of trials in every family; ``--resume``
-keeps the stored fits of the same commit and runs the missing ones.
+finished model; a model changed after its run gets a fresh block.  Trials run seed by seed
+across all families, so an interrupted run has the same number of trials in every family;
+``--resume`` keeps the stored fits of the same commit and runs the missing ones.
 
 Run:  python benchmarks/verdict_suite.py [--trials 25] [--big-trials 5] [--quick]
                                          [--families NAME ...] [--resume] [--held-out]
