@@ -22,11 +22,16 @@ the group holding the pinned (reference) rows, else the largest.
 from __future__ import annotations
 
 import math
+import os
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
 
 from .levels import MAX_GROUPS, MAX_TEST_ROWS, MIN_GROUP_ROWS
+
+#: Most threads drawing twins at once.
+MAX_THREADS = 8
 from .mixture import Mixture, fit_mixture, select_mixture
 from .twins import critical_bandwidth, unimodal_twins
 
@@ -85,6 +90,43 @@ def _gain(T: np.ndarray, pinned: np.ndarray | None) -> tuple[float, Mixture]:
     one = fit_mixture(T, 1, pinned=pinned)
     n = T.shape[0]
     return max(0.0, one.bic(n) - best.bic(n)), best
+
+
+def _twin_gain(
+    Ts: np.ndarray, pin: np.ndarray | None, bandwidths: np.ndarray, seed: int, i: int
+) -> float:
+    # twin i has its own stream: the outcome is the same however many are drawn at once
+    rng = np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(i,)))
+    return _gain(unimodal_twins(Ts, rng, bandwidths), pin)[0]
+
+
+def _first_twin_reaching(
+    Ts: np.ndarray,
+    pin: np.ndarray | None,
+    bandwidths: np.ndarray,
+    statistic: float,
+    n_twins: int,
+    seed: int,
+) -> int:
+    """The number (from 1) of the first twin whose gain reaches ``statistic``; 0 if none.
+
+    Twins are drawn a batch at a time, one per core (NumPy releases the GIL in its loops), and
+    drawing stops after the first batch holding one that reaches the data.
+    """
+    workers = max(1, min(n_twins, os.cpu_count() or 1, MAX_THREADS))
+    if workers == 1:
+        for i in range(1, n_twins + 1):
+            if _twin_gain(Ts, pin, bandwidths, seed, i) >= statistic:
+                return i
+        return 0
+    with ThreadPoolExecutor(workers) as pool:
+        for first in range(1, n_twins + 1, workers):
+            batch = range(first, min(first + workers, n_twins + 1))
+            gains = list(pool.map(lambda i: _twin_gain(Ts, pin, bandwidths, seed, i), batch))
+            for i, gain in zip(batch, gains, strict=True):
+                if gain >= statistic:
+                    return i
+    return 0
 
 
 def independent_axes(T: np.ndarray, max_iter: int = 200, tol: float = 1e-6) -> np.ndarray:
@@ -179,10 +221,10 @@ def _fit_sorted(T: np.ndarray, pinned: np.ndarray | None, level: float, seed: in
     if statistic <= 0:
         return none
     bandwidths = np.array([critical_bandwidth(Ts[:, j]) for j in range(k)])
-    for drawn in range(1, n_twins + 1):
-        if _gain(unimodal_twins(Ts, rng, bandwidths), pin)[0] >= statistic:
-            # at least one twin of ``drawn`` reached the data: p >= 2 / (drawn + 1) > α
-            return GroupFit(none.labels, statistic, 2.0 / (drawn + 1), drawn, level)
+    reached = _first_twin_reaching(Ts, pin, bandwidths, statistic, n_twins, seed)
+    if reached:
+        # at least one twin of ``reached`` reached the data: p >= 2 / (reached + 1) > α
+        return GroupFit(none.labels, statistic, 2.0 / (reached + 1), reached, level)
     labels = mix.predict(S)
     if has_pins and pinned is not None:
         labels[pinned] = 0

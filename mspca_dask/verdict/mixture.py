@@ -13,8 +13,9 @@ import numpy as np
 
 __all__ = ["Mixture", "fit_mixture", "select_mixture"]
 
-#: EM stops when the mean log-likelihood per row improves by less than this.
-_TOL = 1e-5
+#: EM stops when the mean log-likelihood per row improves by less than this (at 4000 rows a
+#: BIC within 0.4 of its limit; the data and its twins stop alike).
+_TOL = 1e-4
 _MAX_ITER = 200
 #: Covariance floor, as a share of the data's variance per column (keeps EM off singular fits).
 _FLOOR = 1e-4
@@ -65,13 +66,15 @@ class Mixture:
 
 def _log_densities(T: np.ndarray, means: np.ndarray, covs: np.ndarray) -> np.ndarray:
     """(n, G) log-density of every row under every group."""
-    k = T.shape[1]
+    n, k = T.shape
     L = np.linalg.cholesky(covs)  # (G, k, k)
     Linv = np.linalg.inv(L)
-    D = T[None, :, :] - means[:, None, :]  # (G, n, k)
-    z = D @ np.swapaxes(Linv, 1, 2)
     logdet = np.sum(np.log(np.diagonal(L, axis1=1, axis2=2)), axis=1)  # (G,)
-    return (-0.5 * np.sum(z * z, axis=2) - logdet[:, None] - 0.5 * k * np.log(2 * np.pi)).T
+    out = np.empty((n, means.shape[0]))
+    for g in range(means.shape[0]):  # one thin product per group: BLAS, not a batched loop
+        z = T @ Linv[g].T - means[g] @ Linv[g].T
+        out[:, g] = -0.5 * np.einsum("ij,ij->i", z, z) - logdet[g]
+    return out - 0.5 * k * np.log(2 * np.pi)
 
 
 def _nearest(T: np.ndarray, centres: np.ndarray) -> np.ndarray:
@@ -123,8 +126,10 @@ def fit_mixture(
         nk = R.sum(axis=0) + 1e-12
         weights = nk / n
         means = (R.T @ T) / nk[:, None]
-        D = T[None, :, :] - means[:, None, :]
-        covs = np.swapaxes(D * R.T[:, :, None], 1, 2) @ D / nk[:, None, None] + floor
+        covs = np.empty((R.shape[1], k, k))
+        for g in range(R.shape[1]):
+            D = T - means[g]
+            covs[g] = (D * R[:, g : g + 1]).T @ D / nk[g] + floor
         if tied:
             covs[:] = np.tensordot(weights, covs, axes=1)
         logp = _log_densities(T, means, covs) + np.log(np.maximum(weights, 1e-300))

@@ -19,21 +19,32 @@ from .levels import MODE_Z
 
 __all__ = ["critical_bandwidth", "unimodal_twins"]
 
-_GRID = 256
+#: Points of the density's grid (linear binning: its error is far below the floor bandwidth).
+_GRID = 4096
 _STEPS = 24
 #: Rows used to find a column's critical bandwidth (a bandwidth, not a statistic).
 _ROWS = 2000
 
 
-def _modes(x: np.ndarray, h: float, grid: np.ndarray) -> int:
-    """Modes of ``x``'s Gaussian kernel density at bandwidth ``h`` that stand out of its
-    sampling error: a bump counts when it rises above the higher of its two neighbouring
-    valleys (a grid end when there is none) by more than ``MODE_Z`` standard errors of the
-    difference (the estimate's variance is ``f R(K) / (n h)``, ``R(K) = 1/(2√π)``)."""
-    n = x.size
-    f = np.exp(-0.5 * ((grid[:, None] - x[None, :]) / h) ** 2).sum(axis=1) / (
-        n * h * np.sqrt(2 * np.pi)
-    )
+def _binned(x: np.ndarray, grid: np.ndarray) -> np.ndarray:
+    """(grid.size,) linear-binning weights of ``x`` on an even ``grid`` (they sum to ``x.size``)."""
+    step = grid[1] - grid[0]
+    pos = (x - grid[0]) / step
+    left = np.clip(np.floor(pos).astype(np.intp), 0, grid.size - 2)
+    frac = pos - left
+    return np.bincount(left, 1.0 - frac, grid.size) + np.bincount(left + 1, frac, grid.size)
+
+
+def _modes(counts: np.ndarray, n: int, h: float, grid: np.ndarray) -> int:
+    """Modes of the Gaussian kernel density at bandwidth ``h`` of ``n`` points binned into
+    ``counts`` on ``grid`` that stand out of its sampling error: a bump counts when it rises
+    above the higher of its two neighbouring valleys (a grid end when there is none) by more
+    than ``MODE_Z`` standard errors of the difference (the estimate's variance is
+    ``f R(K) / (n h)``, ``R(K) = 1/(2√π)``)."""
+    step = grid[1] - grid[0]
+    reach = min(grid.size - 1, int(np.ceil(5.0 * h / step)))
+    u = np.arange(-reach, reach + 1) * step / h
+    f = np.convolve(counts, np.exp(-0.5 * u * u), mode="same") / (n * h * np.sqrt(2 * np.pi))
     var = f / (n * h * 2 * np.sqrt(np.pi))
     rises = np.diff(f) > 0
     peaks = np.flatnonzero(rises[:-1] & ~rises[1:]) + 1
@@ -76,10 +87,11 @@ def critical_bandwidth(x: np.ndarray) -> float:
     floor = 0.25 * 0.9 * min(s, iqr / 1.34 if iqr > 0 else s) * x.size**-0.2
     hs = np.geomspace(2.0 * s, floor, _STEPS)
     # past both ends by three of the largest bandwidths: a grid end is no valley
-    grid = np.linspace(x.min() - 6 * s, x.max() + 6 * s, 4 * _GRID)
+    grid = np.linspace(x.min() - 6 * s, x.max() + 6 * s, _GRID)
+    counts = _binned(x, grid)
     previous = hs[0]
     for h in hs:
-        if _modes(x, float(h), grid) > 1:
+        if _modes(counts, x.size, float(h), grid) > 1:
             return float(previous)
         previous = h
     return float(floor)
