@@ -2,6 +2,8 @@
 
     python benchmarks/genomics_vs_plink2.py                 # 4000 CEU + 500 YRI + 500 CHB
     python benchmarks/genomics_vs_plink2.py --samples 1000  # a smaller cohort, same shape
+    python benchmarks/genomics_vs_plink2.py --ld 500,0.2 --exact-repeats 0 \
+        --name genomics_vs_plink2_ld     # LD pruning in both: [ld] vs --indep-pairwise
 
 The cohort is simulated once with stdpopsim (HomSap ``OutOfAfrica_3G09``, chr22 10-40 Mb;
 80 % CEU, 10 % YRI, 10 % CHB) and written as VCF Zarr by bio2zarr's tskit2zarr
@@ -170,13 +172,40 @@ def _timed(cmd: list[str], env: dict[str, str] | None = None) -> dict[str, Any]:
     return {"seconds": seconds, "peak_rss": mem.peak, "log": out[-2000:]}
 
 
-def _plink(prefix: Path, approx: bool, out: Path) -> dict[str, Any]:
+def _plink(
+    prefix: Path, approx: bool, out: Path, ld: tuple[float, float] | None = None
+) -> dict[str, Any]:
+    """``plink2 --pca``; with ``ld``, ``--indep-pairwise`` first and its ``prune.in`` kept.
+
+    Both steps are timed (their wall times add up; the peak is the larger)."""
+    pruned: dict[str, Any] | None = None
+    extract: list[str] = []
+    if ld is not None:
+        pruned = _timed(
+            [
+                "plink2",
+                "--bfile",
+                str(prefix),
+                "--maf",
+                "0.05",
+                "--indep-pairwise",
+                f"{ld[0]:g}kb",
+                "1",
+                f"{ld[1]:g}",
+                "--threads",
+                str(THREADS),
+                "--out",
+                f"{out}-prune",
+            ]
+        )
+        extract = ["--extract", f"{out}-prune.prune.in"]
     cmd = [
         "plink2",
         "--bfile",
         str(prefix),
         "--maf",
         "0.05",
+        *extract,
         "--pca",
         *(["approx"] if approx else []),
         str(K),
@@ -185,12 +214,29 @@ def _plink(prefix: Path, approx: bool, out: Path) -> dict[str, Any]:
         "--out",
         str(out),
     ]
-    return _timed(cmd)
+    res = _timed(cmd)
+    if pruned is not None:
+        with open(f"{out}-prune.prune.in") as f:
+            res["variants_kept_after_ld"] = sum(1 for line in f if line.strip())
+        res["prune_seconds"] = pruned["seconds"]
+        res["seconds"] += pruned["seconds"]
+        res["peak_rss"] = max(res["peak_rss"], pruned["peak_rss"])
+    return res
 
 
-def _job_config(sim: dict[str, Any], out: Path, budget: str | None, report: bool = True) -> Path:
-    text = textwrap.dedent(
-        f"""
+def _job_config(
+    sim: dict[str, Any],
+    out: Path,
+    budget: str | None,
+    report: bool = True,
+    ld: tuple[float, float] | None = None,
+) -> Path:
+    ld_section = (
+        f'[ld]\nwindow_kb = {ld[0]:g}\nr2 = {ld[1]:g}\nexclude_regions = "none"\n' if ld else ""
+    )
+    text = (
+        textwrap.dedent(
+            f"""
         [job]
         name = "benchmark-{sim["tag"]}"
         [input]
@@ -215,6 +261,8 @@ def _job_config(sim: dict[str, Any], out: Path, budget: str | None, report: bool
         [report]
         enabled = {"true" if report else "false"}
         """
+        )
+        + ld_section
     )
     path = out.parent / f"{out.name}{'' if report else '-noreport'}.toml"
     path.write_text(text)
@@ -231,6 +279,7 @@ def _ours(cfg: Path, out: Path) -> dict[str, Any]:
 
     ds = gx.open_genomics_result(out / gx.RESULT_NAME)
     r["n_passes"] = int(ds.attrs["n_passes"])
+    r["variants_fitted"] = int(np.asarray(ds["variant_included"]).sum())
     r["timings"] = json.loads(ds.attrs["timings"])
     r["verdicts"] = [str(v) for v in ds["verdict"].values]
     r["eigenvalues"] = [float(v) for v in ds["eigenvalue"].values]
@@ -423,7 +472,17 @@ def main(argv: list[str] | None = None) -> int:
         default=0,
         help="worker processes bio2zarr encodes the simulated cohort with",
     )
+    ap.add_argument(
+        "--ld",
+        default=None,
+        metavar="WINDOW_KB,R2",
+        help="prune by pairwise r² first, e.g. 500,0.2: the job's [ld] section against "
+        "plink2 --indep-pairwise WINDOW_KBkb 1 R2 then --extract (both steps timed)",
+    )
     args = ap.parse_args(argv)
+    ld = tuple(float(v) for v in args.ld.split(",")) if args.ld else None
+    if ld is not None and len(ld) != 2:
+        ap.error("--ld takes WINDOW_KB,R2")
     if shutil.which("plink2") is None:
         print("plink2 not found: install it with `apt-get install plink2`; skipping.")
         return 0
@@ -446,10 +505,10 @@ def main(argv: list[str] | None = None) -> int:
     work = DATA / f"runs-{sim['tag']}"
     work.mkdir(exist_ok=True)
     out = work / "result"
-    cfg = _job_config(sim, out, args.memory_budget)
+    cfg = _job_config(sim, out, args.memory_budget, ld=ld)
     # The same job without the HTML report: the outputs plink2 writes too (scores, loadings,
     # eigenvalues, as the result dataset and its summary), the like-for-like comparison.
-    cfg_bare = _job_config(sim, out, args.memory_budget, report=False)
+    cfg_bare = _job_config(sim, out, args.memory_budget, report=False, ld=ld)
     runs: dict[str, list[dict[str, Any]]] = {
         "plink2_approx": [],
         "plink2_exact": [],
@@ -467,7 +526,7 @@ def main(argv: list[str] | None = None) -> int:
             if name.startswith("ours"):
                 res = _ours(cfg if name == "ours" else cfg_bare, out)
             else:
-                res = _plink(prefix, name == "plink2_approx", work / name)
+                res = _plink(prefix, name == "plink2_approx", work / name, ld)
                 res.pop("log")
             res["load_before"] = loads[-1]
             runs[name].append(res)
@@ -506,6 +565,13 @@ def main(argv: list[str] | None = None) -> int:
         "plink2_blas": plink_blas,
         "repeats": args.repeats,
         "memory_budget": args.memory_budget,
+        "ld": {"window_kb": ld[0], "r2": ld[1]} if ld else None,
+        "variants_after_ld": {
+            "ours": runs["ours"][-1]["variants_fitted"],
+            "plink2": runs["plink2_approx"][-1].get("variants_kept_after_ld"),
+        }
+        if ld
+        else None,
         "median_seconds": med,
         "peak_rss_bytes": peak,
         "ratio_ours_to_plink2_approx": med["ours"] / med["plink2_approx"],
@@ -533,6 +599,7 @@ def main(argv: list[str] | None = None) -> int:
         + (f" --memory-budget {args.memory_budget}" if args.memory_budget else "")
         + (f" --exact-repeats {args.exact_repeats}" if args.exact_repeats is not None else "")
         + (f" --name {args.name}" if args.name != "genomics_vs_plink2" else "")
+        + (f" --ld {args.ld}" if args.ld else "")
         + f"`. Machine: {machine_line(meta)}",
         "",
         SHARED_NOTE,
@@ -546,6 +613,19 @@ def main(argv: list[str] | None = None) -> int:
         "the resident set of the process tree, sampled every 20 ms. PLINK 2's BLAS: "
         f"{plink_blas}.",
         "",
+        *(
+            [
+                f"LD pruning by pairwise r² in windows of {ld[0]:g} kb at r² > {ld[1]:g} "
+                "(after MAF ≥ 0.05, no regions excluded): the job's `[ld]` section kept "
+                f"{payload['variants_after_ld']['ours']:,} variants, `plink2 "
+                f"--indep-pairwise {ld[0]:g}kb 1 {ld[1]:g}` kept "
+                f"{payload['variants_after_ld']['plink2']:,}; PLINK 2's time is both of its "
+                "steps (pruning, then `--extract` with `--pca`), in one row.",
+                "",
+            ]
+            if ld
+            else []
+        ),
         "| run | median wall s | runs (s) | peak memory MiB | ratio to `--pca approx` |",
         "|---|---|---|---|---|",
     ]
@@ -556,6 +636,11 @@ def main(argv: list[str] | None = None) -> int:
         "report on)",
         "ours_noreport": "the same job, report off (result dataset and summary only)",
     }
+    if ld:
+        prune = f"`plink2 --bfile … --maf 0.05 --indep-pairwise {ld[0]:g}kb 1 {ld[1]:g}`, then "
+        labels = {k: (prune + v if k.startswith("plink2") else v) for k, v in labels.items()}
+        labels = {k: v.replace("--maf 0.05 --pca", "--extract … --pca") for k, v in labels.items()}
+        labels["ours"] = labels["ours"].replace("5 knockoffs,", f"5 knockoffs, `[ld]` {args.ld},")
     for k in (k for k in ("plink2_approx", "plink2_exact", "ours", "ours_noreport") if k in runs):
         xs = ", ".join(f"{x['seconds']:.1f}" for x in runs[k])
         md.append(
@@ -587,25 +672,32 @@ def main(argv: list[str] | None = None) -> int:
             else []
         ),
         *_biobank_lines(payload["biobank_estimate"]),
-        f"## Same PCs as `plink2 --pca{'' if with_exact else ' approx'}`",
-        "",
-        "Our plain PCA (same QC, all-sample Patterson scaling, `location=None`, solver "
-        f"`{plain['solver']}`) against `plink2 --pca {'' if with_exact else 'approx '}{K}`"
-        + ("" if with_exact else " (the exact GRM is n × n: not run at this n)")
-        + ": |correlation| of the sample scores per PC:",
-        "",
-        "| PC | " + " | ".join(str(k + 1) for k in range(K)) + " |",
-        "|---|" + "---|" * K,
-        f"| ours vs `--pca{'' if with_exact else ' approx'}` | "
-        + " | ".join(f"{c:.4f}" for c in corr)
-        + " |",
-        *(
-            ["| `--pca approx` vs `--pca` | " + " | ".join(f"{c:.4f}" for c in corr_approx) + " |"]
-            if with_exact
-            else []
-        ),
-        "",
     ]
+    if not ld:  # with LD pruning the two tools fit different variant sets
+        md += [
+            f"## Same PCs as `plink2 --pca{'' if with_exact else ' approx'}`",
+            "",
+            "Our plain PCA (same QC, all-sample Patterson scaling, `location=None`, solver "
+            f"`{plain['solver']}`) against `plink2 --pca {'' if with_exact else 'approx '}{K}`"
+            + ("" if with_exact else " (the exact GRM is n × n: not run at this n)")
+            + ": |correlation| of the sample scores per PC:",
+            "",
+            "| PC | " + " | ".join(str(k + 1) for k in range(K)) + " |",
+            "|---|" + "---|" * K,
+            f"| ours vs `--pca{'' if with_exact else ' approx'}` | "
+            + " | ".join(f"{c:.4f}" for c in corr)
+            + " |",
+            *(
+                [
+                    "| `--pca approx` vs `--pca` | "
+                    + " | ".join(f"{c:.4f}" for c in corr_approx)
+                    + " |"
+                ]
+                if with_exact
+                else []
+            ),
+            "",
+        ]
     from _bench import dump
 
     dump(args.name, RESULTS, payload, md)

@@ -20,6 +20,7 @@ import pytest
 
 from mspca_dask import genomics as gx
 from mspca_dask.errors import InputError
+from mspca_dask.genomics import ld_prune
 from mspca_dask.genomics.ld_prune import (
     builtin_regions,
     prune_blocks,
@@ -96,6 +97,23 @@ def test_prune_blocks__matches_a_dense_reference_for_every_chunking(
     assert in_block.sum() == 40 and got[in_block].sum() <= 3, got[in_block].sum()
     floats = prune_blocks([g[:50], g[50:]], contig, pos, window_bp=400_000, r2=0.2)
     np.testing.assert_array_equal(floats, want)
+
+
+@pytest.mark.parametrize("rows_per_product", [1, 7, 64, 256])
+def test_prune_blocks__contigs_out_of_name_order_and_any_band_width_match_the_reference(
+    rows_per_product: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # contigs named so that the store's order is not their sorted order, and r² computed in
+    # bands of any height: the same variants as the dense reference
+    a = _cohort(seed=5)
+    g, pos = a["dosage"], a["position"]
+    contig = np.array([str(100 - int(c)) for c in a["contig"]])
+    assert len(set(contig)) > 1 and list(dict.fromkeys(contig)) != sorted(set(contig))
+    monkeypatch.setattr(ld_prune, "_ROWS_PER_PRODUCT", rows_per_product)
+    want = _reference_prune(g, contig, pos, 400_000, 0.2)
+    calls = _as_calls(g)
+    got = prune_blocks([calls[:70], calls[70:]], contig, pos, window_bp=400_000, r2=0.2)
+    np.testing.assert_array_equal(got, want)
 
 
 def test_prune_blocks__a_window_across_a_chunk_border_prunes_the_pair() -> None:

@@ -165,6 +165,10 @@ def _unit_rows(g: np.ndarray, ploidy: int) -> tuple[np.ndarray, np.ndarray]:
     return z, np.minimum(p, 1.0 - p)
 
 
+#: Rows whose r² with their windows' kept variants are computed in one product.
+_ROWS_PER_PRODUCT = 64
+
+
 def prune_blocks(
     blocks: Iterable[np.ndarray],
     contig: np.ndarray,
@@ -211,6 +215,9 @@ def prune_blocks(
     position = np.asarray(position, np.int64)
     V = len(position)
     _check_sorted(contig, position)
+    # each contig is one run of the rows: a variant's window is the rows of its own run with
+    # positions within ``window_bp`` before it, a contiguous range ending at it
+    run = np.concatenate([[0], np.cumsum(contig[1:] != contig[:-1])]).astype(np.int64)
     keep = np.zeros(V, dtype=bool)
     carry_idx = np.zeros(0, dtype=np.int64)
     carry_z: np.ndarray | None = None
@@ -228,30 +235,38 @@ def prune_blocks(
         ctx_idx = np.concatenate([carry_idx, idx])
         ctx_z = np.vstack([carry_z, z])
         ctx_maf = np.concatenate([carry_maf, maf])
-        r2_block = (z @ ctx_z.T) ** 2  # (v, c + v): each row against the context
         c = len(carry_idx)
         kept_ctx = np.concatenate([keep[carry_idx], np.zeros(v, dtype=bool)])
-        ctx_contig, ctx_pos = contig[ctx_idx], position[ctx_idx]
-        for jj in range(v):
-            j = c + jj
-            near = np.flatnonzero(
-                kept_ctx[:j]
-                & (ctx_contig[:j] == ctx_contig[j])
-                & (ctx_pos[j] - ctx_pos[:j] < window_bp)
+        ctx_run, ctx_pos = run[ctx_idx], position[ctx_idx]
+        # first context row of each row's window (same run, pos_j - pos_i < window_bp)
+        key = ctx_run * (2 * (int(position.max(initial=0)) + window_bp + 1))
+        lo = np.searchsorted(key + ctx_pos, key + ctx_pos - window_bp, side="right")
+        for s0 in range(0, v, _ROWS_PER_PRODUCT):
+            s1 = min(v, s0 + _ROWS_PER_PRODUCT)
+            first = int(lo[c + s0])  # windows start no earlier further down the block
+            # a row before these can only lose its place while they are visited: the columns
+            # that matter are the rows kept now in the first window, and these rows
+            cols = np.concatenate(
+                [np.flatnonzero(kept_ctx[first : c + s0]) + first, np.arange(c + s0, c + s1)]
             )
-            alive = True
-            for i in near[r2_block[jj, near] > r2]:
-                if ctx_maf[i] < ctx_maf[j]:
-                    kept_ctx[i] = False
-                else:
-                    alive = False
-                    break
-            kept_ctx[j] = alive
+            band = (z[s0:s1] @ ctx_z[cols].T) ** 2
+            for jj in range(s0, s1):
+                j = c + jj
+                a, b = np.searchsorted(cols, (lo[j], j))
+                near = cols[a:b][kept_ctx[cols[a:b]]]
+                alive = True
+                for i in near[band[jj - s0, np.searchsorted(cols, near)] > r2]:
+                    if ctx_maf[i] < ctx_maf[j]:
+                        kept_ctx[i] = False
+                    else:
+                        alive = False
+                        break
+                kept_ctx[j] = alive
         keep[ctx_idx] = kept_ctx
         # Carry the kept variants a later one can still reach: same contig as the block's
         # last, within the window of its position (later positions are not smaller).
         last = ctx_idx[-1]
-        reach = kept_ctx & (ctx_contig == contig[last]) & (position[last] - ctx_pos < window_bp)
+        reach = kept_ctx & (ctx_run == run[last]) & (position[last] - ctx_pos < window_bp)
         carry_idx, carry_z, carry_maf = ctx_idx[reach], ctx_z[reach], ctx_maf[reach]
         r0 += v
     if r0 != V:
