@@ -620,8 +620,9 @@ def add_to_anndata(
     --------
     >>> import anndata as ad, scipy.sparse as sp
     >>> from mspca_dask import fit
-    >>> from mspca_dask.testing import paper_setting
-    >>> X = paper_setting(pi1=0.1, n_samples=300, n_features=200, random_state=1).to_numpy()
+    >>> from mspca_dask.testing import make_spiked_mixture
+    >>> X = make_spiked_mixture(300, 200, covariance_spikes=(6.0,), mean_shift_weights=(0.1,),
+    ...                         mean_shift_strengths=(8.0,), random_state=4).to_numpy()
     >>> adata = ad.AnnData(sp.csr_matrix(X))
     >>> add_to_anndata(fit(adata, n_components=4), adata)
     >>> adata.obsm["X_mspca"].shape, list(adata.uns["mspca"]["verdicts"])
