@@ -145,20 +145,25 @@ def region_mask(contig: np.ndarray, position: np.ndarray, regions: Iterable[Regi
     return out
 
 
-def _unit_rows(g: np.ndarray, ploidy: int) -> tuple[np.ndarray, np.ndarray]:
+def _unit_rows(
+    g: np.ndarray, ploidy: int, out: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray]:
     """Rows centred on their called mean (missing → 0) and scaled to unit norm; and MAF.
 
-    ``g``: ``(v, n)`` int8 calls (``-1`` missing) or floats (NaN missing).
+    ``g``: ``(v, n)`` int8 calls (``-1`` missing) or floats (NaN missing); ``out``: a
+    ``(v, n)`` float64 array to write the rows into (else a new one).
     """
-    if np.issubdtype(g.dtype, np.integer):
-        called = g >= 0
-        total = np.where(called, g, 0).sum(axis=1, dtype=np.int64)
-    else:
-        called = ~np.isnan(g)
-        total = np.where(called, g, 0).sum(axis=1, dtype=np.float64)
-    n_called = called.sum(axis=1)
-    mean = total / np.maximum(n_called, 1)
-    z = np.where(called, g.astype(np.float64) - mean[:, None], 0.0)
+    z = np.empty(g.shape) if out is None else out
+    z[...] = g  # one conversion, into place
+    called = z >= 0 if np.issubdtype(g.dtype, np.integer) else ~np.isnan(z)
+    complete = bool(called.all())
+    if not complete:
+        z[~called] = 0.0
+    n_called = called.sum(axis=1) if not complete else np.full(g.shape[0], g.shape[1])
+    mean = z.sum(axis=1) / np.maximum(n_called, 1)
+    z -= mean[:, None]
+    if not complete:
+        z[~called] = 0.0  # a missing call adds nothing to the covariance
     norm = np.sqrt(np.einsum("ij,ij->i", z, z))
     z /= np.where(norm > 0, norm, 1.0)[:, None]
     p = mean / ploidy
@@ -220,7 +225,7 @@ def prune_blocks(
     run = np.concatenate([[0], np.cumsum(contig[1:] != contig[:-1])]).astype(np.int64)
     keep = np.zeros(V, dtype=bool)
     carry_idx = np.zeros(0, dtype=np.int64)
-    carry_z: np.ndarray | None = None
+    carry_z = np.zeros((0, 0))
     carry_maf = np.zeros(0)
     r0 = 0
     for block in blocks:
@@ -228,14 +233,14 @@ def prune_blocks(
         v = g.shape[0]
         if v == 0:
             continue
-        z, maf = _unit_rows(g, ploidy)
         idx = np.arange(r0, r0 + v)
-        if carry_z is None:
-            carry_z = np.zeros((0, z.shape[1]))
-        ctx_idx = np.concatenate([carry_idx, idx])
-        ctx_z = np.vstack([carry_z, z])
-        ctx_maf = np.concatenate([carry_maf, maf])
         c = len(carry_idx)
+        ctx_z = np.empty((c + v, g.shape[1]))
+        if c:
+            ctx_z[:c] = carry_z
+        z, maf = _unit_rows(g, ploidy, out=ctx_z[c:])
+        ctx_idx = np.concatenate([carry_idx, idx])
+        ctx_maf = np.concatenate([carry_maf, maf])
         kept_ctx = np.concatenate([keep[carry_idx], np.zeros(v, dtype=bool)])
         ctx_run, ctx_pos = run[ctx_idx], position[ctx_idx]
         # first context row of each row's window (same run, pos_j - pos_i < window_bp)
@@ -250,12 +255,14 @@ def prune_blocks(
                 [np.flatnonzero(kept_ctx[first : c + s0]) + first, np.arange(c + s0, c + s1)]
             )
             band = (z[s0:s1] @ ctx_z[cols].T) ** 2
+            starts = np.searchsorted(cols, lo[c + s0 : c + s1])
+            ends = np.searchsorted(cols, np.arange(c + s0, c + s1))
             for jj in range(s0, s1):
                 j = c + jj
-                a, b = np.searchsorted(cols, (lo[j], j))
-                near = cols[a:b][kept_ctx[cols[a:b]]]
+                at = np.arange(starts[jj - s0], ends[jj - s0])  # band columns of j's window
+                at = at[kept_ctx[cols[at]]]
                 alive = True
-                for i in near[band[jj - s0, np.searchsorted(cols, near)] > r2]:
+                for i in cols[at[band[jj - s0, at] > r2]]:
                     if ctx_maf[i] < ctx_maf[j]:
                         kept_ctx[i] = False
                     else:
