@@ -29,13 +29,13 @@ from dataclasses import dataclass
 import numpy as np
 
 from .levels import MAX_GROUPS, MAX_TEST_ROWS, MIN_GROUP_ROWS
-
-#: Most threads drawing twins at once.
-MAX_THREADS = 8
-from .mixture import Mixture, fit_mixture, select_mixture
+from .mixture import TOL_GROUPS, Mixture, fit_mixture, select_mixture
 from .twins import critical_bandwidth, unimodal_twins
 
 __all__ = ["GroupFit", "fit_groups", "independent_axes"]
+
+#: Most threads drawing twins at once.
+MAX_THREADS = 8
 
 
 @dataclass(frozen=True)
@@ -217,7 +217,7 @@ def _fit_sorted(T: np.ndarray, pinned: np.ndarray | None, level: float, seed: in
     none = GroupFit.none(n, level)
     if Ts.shape[0] < 2 * MIN_GROUP_ROWS:
         return none
-    statistic, mix = _gain(Ts, pin)
+    statistic, _ = _gain(Ts, pin)
     if statistic <= 0:
         return none
     bandwidths = np.array([critical_bandwidth(Ts[:, j]) for j in range(k)])
@@ -225,6 +225,9 @@ def _fit_sorted(T: np.ndarray, pinned: np.ndarray | None, level: float, seed: in
     if reached:
         # at least one twin of ``reached`` reached the data: p >= 2 / (reached + 1) > α
         return GroupFit(none.labels, statistic, 2.0 / (reached + 1), reached, level)
+    # the test's statistic is computed as the twins' is; the groups come from a mixture
+    # fitted to convergence (a stop short of it can merge two groups)
+    mix = select_mixture(Ts, MAX_GROUPS, pinned=pin, tol=TOL_GROUPS)
     labels = mix.predict(S)
     if has_pins and pinned is not None:
         labels[pinned] = 0

@@ -17,6 +17,8 @@ __all__ = ["Mixture", "fit_mixture", "select_mixture"]
 #: 2-4 dimensions a BIC within 0.4 of 1e-5's, in 10 up to 3 % lower; the data and its twins
 #: stop by the same rule).
 _TOL = 1e-4
+#: The same for the mixture whose groups are returned (fitted once, after the test rejects).
+TOL_GROUPS = 1e-5
 _MAX_ITER = 200
 #: Covariance floor, as a share of the data's variance per column (keeps EM off singular fits).
 _FLOOR = 1e-4
@@ -90,6 +92,7 @@ def fit_mixture(
     pinned: np.ndarray | None = None,
     centres: np.ndarray | None = None,
     tied: bool = False,
+    tol: float = _TOL,
 ) -> Mixture:
     """Fit a ``n_groups``-group Gaussian mixture to the rows of ``T`` by EM.
 
@@ -106,6 +109,8 @@ def fit_mixture(
         each time the row farthest from every centre.
     tied : bool
         One covariance shared by every group (groups that differ by their means only).
+    tol : float
+        EM stops when the mean log-likelihood per row improves by less than this.
     """
     n, k = T.shape
     floor = _FLOOR * np.diag(np.atleast_2d(np.cov(T, rowvar=False))).mean() * np.eye(k)
@@ -141,13 +146,15 @@ def fit_mixture(
         if pinned is not None and np.any(pinned):
             R[pinned] = 0.0
             R[pinned, 0] = 1.0
-        if loglik - previous < _TOL * n:
+        if loglik - previous < tol * n:
             break
         previous = loglik
     return Mixture(weights, means, covs, R, loglik, tied)
 
 
-def select_mixture(T: np.ndarray, max_groups: int, *, pinned: np.ndarray | None = None) -> Mixture:
+def select_mixture(
+    T: np.ndarray, max_groups: int, *, pinned: np.ndarray | None = None, tol: float = _TOL
+) -> Mixture:
     """The mixture of 1, 2, ... groups that BIC prefers, adding groups while BIC falls.
 
     Groups are added greedily (Vlassis & Likas 2002) from two starts (:func:`_starts`): the
@@ -159,11 +166,11 @@ def select_mixture(T: np.ndarray, max_groups: int, *, pinned: np.ndarray | None 
     no group and is applied to the data and to its twins alike.
     """
     n = T.shape[0]
-    best = fit_mixture(T, 1, pinned=pinned)
+    best = fit_mixture(T, 1, pinned=pinned, tol=tol)
     for G in range(2, max_groups + 1):
         cand = min(
             (
-                fit_mixture(T, G, pinned=pinned, centres=centres, tied=tied)
+                fit_mixture(T, G, pinned=pinned, centres=centres, tied=tied, tol=tol)
                 for centres in _starts(T, best, pinned)
                 for tied in (True, False)
             ),
