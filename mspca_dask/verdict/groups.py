@@ -29,7 +29,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .levels import MAX_GROUPS, MAX_TEST_ROWS, MIN_GROUP_ROWS
-from .mixture import TOL_GROUPS, Mixture, fit_mixture, select_mixture
+from .mixture import TOL_GROUPS, fit_mixture, select_mixture
 from .twins import critical_bandwidth, unimodal_twins
 
 __all__ = ["GroupFit", "fit_groups", "independent_axes"]
@@ -83,13 +83,13 @@ class GroupFit:
         return (self.labels[:, None] == np.arange(1, G)[None, :]).astype(float)
 
 
-def _gain(T: np.ndarray, pinned: np.ndarray | None) -> tuple[float, Mixture]:
+def _gain(T: np.ndarray, pinned: np.ndarray | None) -> float:
     best = select_mixture(T, MAX_GROUPS, pinned=pinned)
     if best.n_groups == 1:
-        return 0.0, best
+        return 0.0
     one = fit_mixture(T, 1, pinned=pinned)
     n = T.shape[0]
-    return max(0.0, one.bic(n) - best.bic(n)), best
+    return max(0.0, one.bic(n) - best.bic(n))
 
 
 def _twin_gain(
@@ -97,7 +97,7 @@ def _twin_gain(
 ) -> float:
     # twin i has its own stream: the outcome is the same however many are drawn at once
     rng = np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(i,)))
-    return _gain(unimodal_twins(Ts, rng, bandwidths), pin)[0]
+    return _gain(unimodal_twins(Ts, rng, bandwidths), pin)
 
 
 def _first_twin_reaching(
@@ -114,11 +114,6 @@ def _first_twin_reaching(
     drawing stops after the first batch holding one that reaches the data.
     """
     workers = max(1, min(n_twins, os.cpu_count() or 1, MAX_THREADS))
-    if workers == 1:
-        for i in range(1, n_twins + 1):
-            if _twin_gain(Ts, pin, bandwidths, seed, i) >= statistic:
-                return i
-        return 0
     with ThreadPoolExecutor(workers) as pool:
         for first in range(1, n_twins + 1, workers):
             batch = range(first, min(first + workers, n_twins + 1))
@@ -217,7 +212,7 @@ def _fit_sorted(T: np.ndarray, pinned: np.ndarray | None, level: float, seed: in
     none = GroupFit.none(n, level)
     if Ts.shape[0] < 2 * MIN_GROUP_ROWS:
         return none
-    statistic, _ = _gain(Ts, pin)
+    statistic = _gain(Ts, pin)
     if statistic <= 0:
         return none
     bandwidths = np.array([critical_bandwidth(Ts[:, j]) for j in range(k)])
