@@ -219,10 +219,11 @@ def prune_blocks(
     contig = np.asarray(contig).astype(str)
     position = np.asarray(position, np.int64)
     V = len(position)
-    _check_sorted(contig, position)
-    # each contig is one run of the rows: a variant's window is the rows of its own run with
-    # positions within ``window_bp`` before it, a contiguous range ending at it
-    run = np.concatenate([[0], np.cumsum(contig[1:] != contig[:-1])]).astype(np.int64)
+    # one coordinate along the store: each contig's run after the previous one's, with more
+    # than a window between them, so a variant's window is the rows with a coordinate within
+    # ``window_bp`` before its own, a contiguous range ending at it
+    run = _contig_runs(contig, position)
+    genome = run * (2 * (int(position.max(initial=0)) + window_bp + 1)) + position
     keep = np.zeros(V, dtype=bool)
     carry_idx = np.zeros(0, dtype=np.int64)
     carry_z = np.zeros((0, 0))
@@ -242,10 +243,9 @@ def prune_blocks(
         ctx_idx = np.concatenate([carry_idx, idx])
         ctx_maf = np.concatenate([carry_maf, maf])
         kept_ctx = np.concatenate([keep[carry_idx], np.zeros(v, dtype=bool)])
-        ctx_run, ctx_pos = run[ctx_idx], position[ctx_idx]
-        # first context row of each row's window (same run, pos_j - pos_i < window_bp)
-        key = ctx_run * (2 * (int(position.max(initial=0)) + window_bp + 1))
-        lo = np.searchsorted(key + ctx_pos, key + ctx_pos - window_bp, side="right")
+        ctx_genome = genome[ctx_idx]
+        # first context row of each row's window (same contig, pos_j - pos_i < window_bp)
+        lo = np.searchsorted(ctx_genome, ctx_genome - window_bp, side="right")
         for s0 in range(0, v, _ROWS_PER_PRODUCT):
             s1 = min(v, s0 + _ROWS_PER_PRODUCT)
             first = int(lo[c + s0])  # windows start no earlier further down the block
@@ -270,10 +270,9 @@ def prune_blocks(
                         break
                 kept_ctx[j] = alive
         keep[ctx_idx] = kept_ctx
-        # Carry the kept variants a later one can still reach: same contig as the block's
-        # last, within the window of its position (later positions are not smaller).
-        last = ctx_idx[-1]
-        reach = kept_ctx & (ctx_run == run[last]) & (position[last] - ctx_pos < window_bp)
+        # Carry the kept variants a later one can still reach: within the window of the
+        # block's last (later coordinates are not smaller).
+        reach = kept_ctx & (genome[ctx_idx[-1]] - ctx_genome < window_bp)
         carry_idx, carry_z, carry_maf = ctx_idx[reach], ctx_z[reach], ctx_maf[reach]
         r0 += v
     if r0 != V:
@@ -281,22 +280,29 @@ def prune_blocks(
     return keep
 
 
-def _check_sorted(contig: np.ndarray, position: np.ndarray) -> None:
+def _contig_runs(contig: np.ndarray, position: np.ndarray) -> np.ndarray:
+    """(V,) int64: each variant's contig run, numbered in store order.
+
+    Raises
+    ------
+    InputError
+        A contig's variants are not one run sorted by position.
+    """
     if len(contig) == 0:
-        return
-    change = np.flatnonzero(contig[1:] != contig[:-1]) + 1
-    runs = contig[np.concatenate([[0], change])]
+        return np.zeros(0, dtype=np.int64)
+    new_run = contig[1:] != contig[:-1]
+    runs = contig[np.concatenate([[0], np.flatnonzero(new_run) + 1])]
     if len(set(runs.tolist())) != len(runs):
         raise InputError(
             "LD pruning needs each contig's variants together (a sorted store); the variants "
             "of a contig appear in more than one run"
         )
-    same = contig[1:] == contig[:-1]
-    if (same & (np.diff(position) < 0)).any():
+    if (~new_run & (np.diff(position) < 0)).any():
         raise InputError(
             "LD pruning needs the variants sorted by position within each contig; sort the "
             "store (bcftools sort) or set [ld] enabled = false"
         )
+    return np.concatenate([[0], np.cumsum(new_run)]).astype(np.int64)
 
 
 def _blocks_in_order(calls: Any) -> Iterator[np.ndarray]:
