@@ -966,10 +966,10 @@ def test_fit__an_admixed_cline_between_two_shifted_sources_is_a_mean_shift_not_a
 @pytest.mark.statistical
 @pytest.mark.xfail(
     strict=True,
-    reason="the twins are smoothed at the critical bandwidth (at least a quarter of Silverman's "
-    "rule), coarser than the pole of a χ²₁ factor scored almost without noise; the mixture "
-    "fits the pole with narrow components in the data and not in its twins, so the factor is "
-    "split into groups (eigenvalue ≥ 1000 σ² split in every fit measured, 300 σ² in some)",
+    reason="the twin null assumes the statistic sees no structure finer than the twins' "
+    "smoothing (the critical bandwidth, at least a quarter of Silverman's rule); the pole of a "
+    "χ²₁ factor scored almost without noise is finer, the mixture fits it with narrow "
+    "components in the data and not in its twins, so the factor is split into groups",
 )
 def test_fit__a_strong_skewed_covariance_factor_is_not_split_into_groups():
     # one χ²₁ factor of variance 1000 σ²: its scores are the factor's own skewed distribution
