@@ -169,7 +169,7 @@ def _timed(cmd: list[str], env: dict[str, str] | None = None) -> dict[str, Any]:
     seconds = time.perf_counter() - t0
     if proc.returncode:
         raise RuntimeError(f"{' '.join(cmd[:3])} ... failed ({proc.returncode}):\n{out[-3000:]}")
-    return {"seconds": seconds, "peak_rss": mem.peak, "log": out[-2000:]}
+    return {"seconds": seconds, "peak_rss": mem.peak, "log": out}
 
 
 def _plink(
