@@ -53,31 +53,42 @@ class Mixture:
         return np.argmax(self.responsibilities, axis=1)
 
     def _joint(self, T: np.ndarray) -> np.ndarray:
-        logp = _log_densities(T, self.means, self.covariances)
-        return logp + np.log(np.maximum(self.weights, 1e-300))
+        """(G, m) log of each group's weight times its density at each row of ``T`` (m, k)."""
+        logp = _log_densities(np.ascontiguousarray(T.T), self.means, self.covariances)
+        return logp + np.log(np.maximum(self.weights, 1e-300))[:, None]
 
     def predict(self, T: np.ndarray) -> np.ndarray:
         """(m,) the most likely group of each row of ``T`` (m, k)."""
-        return np.argmax(self._joint(T), axis=1)
+        return np.argmax(self._joint(T), axis=0)
 
     def log_density(self, T: np.ndarray) -> np.ndarray:
         """(m,) the mixture's log-density at each row of ``T`` (m, k)."""
-        j = self._joint(T)
-        top = j.max(axis=1)
-        return top + np.log(np.exp(j - top[:, None]).sum(axis=1))
+        return _log_sum(self._joint(T))
 
 
-def _log_densities(T: np.ndarray, means: np.ndarray, covs: np.ndarray) -> np.ndarray:
-    """(n, G) log-density of every row under every group."""
-    n, k = T.shape
+# Arrays over rows are held group-major, (G, n) and (k, n): numpy reduces across a few long
+# contiguous rows many times faster than along a short trailing axis.
+
+
+def _log_densities(Tt: np.ndarray, means: np.ndarray, covs: np.ndarray) -> np.ndarray:
+    """(G, n) log-density of every row (columns of ``Tt``, (k, n)) under every group."""
+    k, n = Tt.shape
+    G = means.shape[0]
     L = np.linalg.cholesky(covs)  # (G, k, k)
     Linv = np.linalg.inv(L)
     logdet = np.sum(np.log(np.diagonal(L, axis1=1, axis2=2)), axis=1)  # (G,)
-    out = np.empty((n, means.shape[0]))
-    for g in range(means.shape[0]):  # one thin product per group: BLAS, not a batched loop
-        z = T @ Linv[g].T - means[g] @ Linv[g].T
-        out[:, g] = -0.5 * np.einsum("ij,ij->i", z, z) - logdet[g]
-    return out - 0.5 * k * np.log(2 * np.pi)
+    # every group's whitened rows in one product: z[g·k + j] = (L_g⁻¹ T)[j]
+    z = Linv.reshape(G * k, k) @ Tt
+    z -= np.einsum("gji,gi->gj", Linv, means).reshape(G * k, 1)
+    z *= z
+    quad = z.reshape(G, k, n).sum(axis=1)
+    return -0.5 * quad - (logdet + 0.5 * k * np.log(2 * np.pi))[:, None]
+
+
+def _log_sum(logp: np.ndarray) -> np.ndarray:
+    """(n,) ``log Σ_g exp`` over the groups of ``logp`` (G, n)."""
+    top = logp.max(axis=0)
+    return top + np.log(np.exp(logp - top).sum(axis=0))
 
 
 def _nearest(T: np.ndarray, centres: np.ndarray) -> np.ndarray:
@@ -115,7 +126,7 @@ def fit_mixture(
     n, k = T.shape
     floor = _FLOOR * np.diag(np.atleast_2d(np.cov(T, rowvar=False))).mean() * np.eye(k)
     if n_groups == 1:
-        R = np.ones((n, 1))
+        R = np.ones((1, n))
     else:
         if centres is None:  # the mean, then each time the row farthest from every centre
             centres = T.mean(axis=0, keepdims=True)
@@ -125,31 +136,30 @@ def fit_mixture(
         labels = _nearest(T, centres)
         if pinned is not None and np.any(pinned):
             labels[pinned] = 0  # group 0 starts at (and holds) the pinned rows
-        R = np.eye(n_groups)[labels]
+        R = np.eye(n_groups)[labels].T
+    Tt = np.ascontiguousarray(T.T)
     previous = -np.inf
     loglik = -np.inf
     for _ in range(_MAX_ITER if n_groups > 1 else 1):
-        nk = R.sum(axis=0) + 1e-12
+        nk = R.sum(axis=1) + 1e-12
         weights = nk / n
-        means = (R.T @ T) / nk[:, None]
-        covs = np.empty((R.shape[1], k, k))
-        for g in range(R.shape[1]):
-            D = T - means[g]
-            covs[g] = (D * R[:, g : g + 1]).T @ D / nk[g] + floor
+        means = (R @ T) / nk[:, None]
+        # every group's weighted scatter in one batched product: (G, k, n) @ (G, n, k)
+        D = Tt[None] - means[:, :, None]
+        covs = (D * R[:, None, :]) @ D.transpose(0, 2, 1) / nk[:, None, None] + floor
         if tied:
             covs[:] = np.tensordot(weights, covs, axes=1)
-        logp = _log_densities(T, means, covs) + np.log(np.maximum(weights, 1e-300))
-        top = logp.max(axis=1, keepdims=True)
-        norm = top[:, 0] + np.log(np.exp(logp - top).sum(axis=1))
+        logp = _log_densities(Tt, means, covs) + np.log(np.maximum(weights, 1e-300))[:, None]
+        norm = _log_sum(logp)
         loglik = float(norm.sum())
-        R = np.exp(logp - norm[:, None])
+        R = np.exp(logp - norm)
         if pinned is not None and np.any(pinned):
-            R[pinned] = 0.0
-            R[pinned, 0] = 1.0
+            R[:, pinned] = 0.0
+            R[0, pinned] = 1.0
         if loglik - previous < tol * n:
             break
         previous = loglik
-    return Mixture(weights, means, covs, R, loglik, tied)
+    return Mixture(weights, means, covs, R.T, loglik, tied)
 
 
 def select_mixture(
