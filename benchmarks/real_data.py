@@ -332,10 +332,6 @@ HOW_TO_READ = (
     "each EUR run; the requirement itself concerns the two runs with `[ld]`."
 )
 PROVENANCE = "Run: "
-KEPT_NOTE = (
-    "The sections below were written by hand for earlier runs of this file; they describe "
-    "those runs' numbers, which may differ from the tables above (git history holds them)."
-)
 
 
 def run_line(meta: dict[str, Any], command: str | None, stored: Path) -> str:
@@ -613,9 +609,8 @@ def main(argv: list[str] | None = None) -> int:
         if not any(ln.startswith(PROVENANCE) for ln in lines) and kept_meta:
             lines = [lines[0], "", run_line(kept_meta, None, stored_json), *lines[1:]]
             entry = {**entry, "run": kept_meta}
-        sections[title] = [ln for ln in lines if ln != KEPT_NOTE]
+        sections[title] = lines
         report["datasets"][title] = entry
-    extra = [(t, ln) for t, ln in old_sections if t not in ONLY.values()]
     out = [
         "# Real genotypes: MS-PCA, `plink2 --pca` and `smartpca` side by side",
         "",
@@ -638,10 +633,6 @@ def main(argv: list[str] | None = None) -> int:
     ]
     for title in ONLY.values():
         out += sections.get(title, [])
-    if extra:
-        out += [KEPT_NOTE, ""]
-        for _, lines in extra:
-            out += [ln for ln in lines if ln != KEPT_NOTE]
     while out and not out[-1]:
         out.pop()
     dump("real_data", RESULTS, report, out)
