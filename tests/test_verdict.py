@@ -63,11 +63,23 @@ def test_pinned_rows_stay_in_group_zero():
     assert np.all(mix.responsibilities[pinned, 0] == 1.0)
 
 
-def test_tied_mixture_has_one_covariance():
+def test_proportional_mixture_has_one_shape_at_each_groups_scale():
     T, _ = _shifted(seed=2)
-    mix = fit_mixture(T, 3, tied=True)
-    assert np.allclose(mix.covariances[0], mix.covariances[1])
+    mix = fit_mixture(T, 3, form="proportional")
+    ratio = mix.covariances[1] / mix.covariances[0]
+    assert np.allclose(ratio, ratio[0, 0], rtol=1e-3)
     assert mix.n_parameters < fit_mixture(T, 3).n_parameters
+
+
+def test_proportional_mixture_finds_each_groups_spread():
+    rng = np.random.default_rng(5)
+    A = np.array([[1.0, 0.6, 0.0], [0.0, 1.0, 0.3], [0.0, 0.0, 1.0]])
+    spreads = (1.0, 3.0)
+    T = np.vstack([s * rng.standard_normal((3000, 3)) @ A + 12.0 * g for g, s in enumerate(spreads)])
+    mix = fit_mixture(T, 2, form="proportional")
+    order = np.argsort(mix.means[:, 0])
+    scales = [np.trace(mix.covariances[g]) for g in order]
+    assert scales[1] / scales[0] == pytest.approx(9.0, rel=0.1)
 
 
 # ---------------------------------------------------------------- the twins

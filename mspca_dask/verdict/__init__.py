@@ -4,7 +4,8 @@ The model, in ten lines:
 
 1. The candidates are the eigenpairs above the noise's Marchenko–Pastur edge by ``edge_margin``
    Tracy–Widom units; their ``n × k`` scores are group means plus within-group noise,
-   ``tᵢ = m_g(i) + eᵢ``, each group with its own covariance (batches and populations differ).
+   ``tᵢ = m_g(i) + eᵢ``; the groups' covariances share one shape at their own scales
+   (batches with more noise, populations of different diversity) or each has its own.
 2. Groups come from one fit: a Gaussian mixture in score space (EM, groups added while BIC
    falls; reference rows pinned to the inliers' group 0, else group 0 is the largest).
 3. One test says whether there are displaced groups at all, at level ``α``: the mixture's BIC

@@ -1,6 +1,8 @@
 """Gaussian mixtures in score space, fitted by EM (NumPy only).
 
-Each group has its own mean and full covariance (batches and populations differ in spread).
+Each group has its own mean; the covariances take one of two forms: *proportional*, one shape
+scaled per group (``Σ_g = s_g Σ``: batches with more noise, populations of different
+diversity, and at ``s_g = 1`` groups that differ by their means only), or *full*, each its own.
 Rows may be *pinned* to group 0 (a reference known to be inliers): their responsibilities are
 fixed, so group 0 is the inliers' group by construction.
 """
@@ -33,7 +35,7 @@ class Mixture:
     covariances: np.ndarray  # (G, k, k)
     responsibilities: np.ndarray  # (n, G)
     loglik: float  # total log-likelihood
-    tied: bool = False  # one covariance for every group
+    form: str = "full"  # "proportional" (Σ_g = s_g Σ) or "full"
 
     @property
     def n_groups(self) -> int:
@@ -42,7 +44,9 @@ class Mixture:
     @property
     def n_parameters(self) -> int:
         G, k = self.means.shape
-        return G * k + (1 if self.tied else G) * k * (k + 1) // 2 + G - 1
+        shape = k * (k + 1) // 2
+        covariance = shape + G - 1 if self.form == "proportional" else G * shape
+        return G * k + covariance + G - 1
 
     def bic(self, n: int) -> float:
         return -2.0 * self.loglik + self.n_parameters * np.log(n)
@@ -102,7 +106,7 @@ def fit_mixture(
     *,
     pinned: np.ndarray | None = None,
     centres: np.ndarray | None = None,
-    tied: bool = False,
+    form: str = "full",
     tol: float = _TOL,
 ) -> Mixture:
     """Fit a ``n_groups``-group Gaussian mixture to the rows of ``T`` by EM.
@@ -118,8 +122,8 @@ def fit_mixture(
     centres : (n_groups, k) ndarray or None
         Starting means (each row starts in the group of the nearest); None: the mean, then
         each time the row farthest from every centre.
-    tied : bool
-        One covariance shared by every group (groups that differ by their means only).
+    form : {"full", "proportional"}
+        Each group its own covariance, or one shape scaled per group (``Σ_g = s_g Σ``).
     tol : float
         EM stops when the mean log-likelihood per row improves by less than this.
     """
@@ -146,9 +150,11 @@ def fit_mixture(
         means = (R @ T) / nk[:, None]
         # every group's weighted scatter in one batched product: (G, k, n) @ (G, n, k)
         D = Tt[None] - means[:, :, None]
-        covs = (D * R[:, None, :]) @ D.transpose(0, 2, 1) / nk[:, None, None] + floor
-        if tied:
-            covs[:] = np.tensordot(weights, covs, axes=1)
+        scatter = (D * R[:, None, :]) @ D.transpose(0, 2, 1)
+        if form == "proportional":
+            covs = _proportional(scatter, nk) + floor
+        else:
+            covs = scatter / nk[:, None, None] + floor
         logp = _log_densities(Tt, means, covs) + np.log(np.maximum(weights, 1e-300))[:, None]
         norm = _log_sum(logp)
         loglik = float(norm.sum())
@@ -159,7 +165,25 @@ def fit_mixture(
         if loglik - previous < tol * n:
             break
         previous = loglik
-    return Mixture(weights, means, covs, R.T, loglik, tied)
+    return Mixture(weights, means, covs, R.T, loglik, form)
+
+
+def _proportional(scatter: np.ndarray, nk: np.ndarray, sweeps: int = 3) -> np.ndarray:
+    """(G, k, k) ``s_g Σ`` maximising the likelihood given each group's scatter ``W_g``.
+
+    Alternates ``s_g = tr(Σ⁻¹ W_g) / (k n_g)`` and ``Σ = Σ_g W_g / (s_g n)`` from the pooled
+    scatter (Flury 1988, proportional covariance matrices); a few sweeps per EM step (EM's
+    own iterations do the rest)."""
+    k = scatter.shape[1]
+    n = float(nk.sum())
+    shape = scatter.sum(axis=0) / n
+    scale = np.ones(len(nk))
+    for _ in range(sweeps):
+        inv = np.linalg.inv(shape + 1e-300 * np.eye(k))
+        scale = np.einsum("ij,gji->g", inv, scatter) / (k * nk)
+        scale = np.maximum(scale, 1e-12)
+        shape = np.tensordot(1.0 / scale, scatter, axes=1) / n
+    return scale[:, None, None] * shape[None]
 
 
 def select_mixture(
@@ -167,12 +191,12 @@ def select_mixture(
 ) -> Mixture:
     """The mixture of 1, 2, ... groups that BIC prefers, adding groups while BIC falls.
 
-    Groups are added greedily (Vlassis & Likas 2002) from two starts (:func:`_starts`): the
-    ``G − 1`` means and the row their mixture explains worst (a small, far group), and the
-    widest group split along its principal axis (a balanced split); no random draw.  From each
+    Groups are added greedily (Vlassis & Likas 2002) from two or three starts (:func:`_starts`):
+    the ``G − 1`` means and the row their mixture explains worst (a small, far group), and a
+    group split along its principal axis (a balanced split); no random draw.  From each
     start both forms are fitted, groups with their own covariances and groups sharing one
-    (they differ by their means only, the sparser model a mean shift is), and the best by BIC
-    is kept.  Stopping at the first rise makes the statistic cheap on data with
+    shape at their own scales (the sparser model batches and populations are: they differ by
+    their means and their spread), and the best by BIC is kept.  Stopping at the first rise makes the statistic cheap on data with
     no group and is applied to the data and to its twins alike.
     """
     n = T.shape[0]
@@ -180,9 +204,9 @@ def select_mixture(
     for G in range(2, max_groups + 1):
         cand = min(
             (
-                fit_mixture(T, G, pinned=pinned, centres=centres, tied=tied, tol=tol)
+                fit_mixture(T, G, pinned=pinned, centres=centres, form=form, tol=tol)
                 for centres in _starts(T, best, pinned)
-                for tied in (True, False)
+                for form in ("proportional", "full")
             ),
             key=lambda m: m.bic(n),
         )
@@ -194,16 +218,20 @@ def select_mixture(
 
 def _starts(T: np.ndarray, best: Mixture, pinned: np.ndarray | None) -> list[np.ndarray]:
     """Starting means for one more group: the ``G − 1`` means plus the row they explain worst
-    (a small, far group), and the widest group split in two along its principal axis (a
-    balanced split, which the worst row never starts)."""
+    (a small, far group), and a group split in two along its principal axis (a balanced
+    split, which the worst row never starts): the widest group (the most variance in all)
+    and, when it is another one, the most elongated (the largest variance along one axis: two
+    small groups fitted as one, beside a large group that holds more variance in all)."""
     worst = np.vstack([best.means, T[int(np.argmin(best.log_density(T)))]])
-    spread = best.weights * np.trace(best.covariances, axis1=1, axis2=2)
-    g = int(np.argmax(spread))
-    w, V = np.linalg.eigh(best.covariances[g])
-    step = np.sqrt(max(w[-1], 0.0)) * V[:, -1]
-    split = np.vstack([best.means, best.means[g] - step])
-    split[g] = best.means[g] + step
-    starts = [worst, split]
+    w, V = np.linalg.eigh(best.covariances)  # ascending, per group
+    widest = int(np.argmax(best.weights * w.sum(axis=1)))
+    elongated = int(np.argmax(w[:, -1]))
+    starts = [worst]
+    for g in dict.fromkeys((widest, elongated)):
+        step = np.sqrt(max(w[g, -1], 0.0)) * V[g, :, -1]
+        split = np.vstack([best.means, best.means[g] - step])
+        split[g] = best.means[g] + step
+        starts.append(split)
     if pinned is not None and np.any(pinned):
         for c in starts:
             c[0] = T[pinned].mean(axis=0)  # the inliers' group starts at the reference
