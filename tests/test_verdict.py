@@ -75,7 +75,9 @@ def test_proportional_mixture_finds_each_groups_spread():
     rng = np.random.default_rng(5)
     A = np.array([[1.0, 0.6, 0.0], [0.0, 1.0, 0.3], [0.0, 0.0, 1.0]])
     spreads = (1.0, 3.0)
-    T = np.vstack([s * rng.standard_normal((3000, 3)) @ A + 12.0 * g for g, s in enumerate(spreads)])
+    T = np.vstack(
+        [s * rng.standard_normal((3000, 3)) @ A + 12.0 * g for g, s in enumerate(spreads)]
+    )
     mix = fit_mixture(T, 2, form="proportional")
     order = np.argsort(mix.means[:, 0])
     scales = [np.trace(mix.covariances[g]) for g in order]

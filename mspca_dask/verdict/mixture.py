@@ -196,8 +196,9 @@ def select_mixture(
     group split along its principal axis (a balanced split); no random draw.  From each
     start both forms are fitted, groups with their own covariances and groups sharing one
     shape at their own scales (the sparser model batches and populations are: they differ by
-    their means and their spread), and the best by BIC is kept.  Stopping at the first rise makes the statistic cheap on data with
-    no group and is applied to the data and to its twins alike.
+    their means and their spread), and the best by BIC is kept.  Stopping at the first rise
+    makes the statistic cheap on data with no group and is applied to the data and to its
+    twins alike.
     """
     n = T.shape[0]
     best = fit_mixture(T, 1, pinned=pinned, tol=tol)
