@@ -73,7 +73,7 @@ MAF, GENO, MIND = 0.05, 0.1, 0.9  # the job's [qc] defaults (MIND is a call rate
 LD_SECTION = {"window_kb": 500, "r2": 0.2, "exclude_regions": "hg19"}
 #: The requirement's levels: mean-shift PCs, their η² over the labels, the other PCs' η², the
 #: largest share of a mean-shift PC's top loadings in one window.
-MIN_FLAGGED, MIN_FLAGGED_ETA2, MAX_STABLE_ETA2, MAX_FLAGGED_LD_SHARE = 2, 0.15, 0.10, 0.5
+MIN_FLAGGED, MIN_FLAGGED_ETA2, MAX_OTHER_ETA2, MAX_FLAGGED_LD_SHARE = 2, 0.15, 0.10, 0.5
 EUR_TITLE = "1000G EUR (bolt-lmm-example)"
 HLC_TITLE = "gemma HLC (gemma-doc)"
 ONLY = {"eur": EUR_TITLE, "hlc": HLC_TITLE}
@@ -348,9 +348,9 @@ def requirement_rows(r: dict[str, Any], eta2: list[float | None]) -> list[tuple[
     flagged = [k for k, v in enumerate(r["verdict"]) if v == "mean shift"]
     # every PC not called a mean shift (covariance, mixed, undetermined) is one a user keeps
     # as covariance structure, in part or whole
-    stable = [k for k, v in enumerate(r["verdict"]) if v != "mean shift"]
+    others = [k for k, v in enumerate(r["verdict"]) if v != "mean shift"]
     low = [k for k in flagged if eta2[k] is None or eta2[k] < MIN_FLAGGED_ETA2]
-    high = [k for k in stable if eta2[k] is None or eta2[k] > MAX_STABLE_ETA2]
+    high = [k for k in others if eta2[k] is None or eta2[k] > MAX_OTHER_ETA2]
     ld_heavy = [k for k in flagged if r["ld_top_share"][k] > MAX_FLAGGED_LD_SHARE]
 
     def pcs(ks: list[int]) -> str:
@@ -371,8 +371,8 @@ def requirement_rows(r: dict[str, Any], eta2: list[float | None]) -> list[tuple[
             not low,
         ),
         (
-            f"every other PC η² ≤ {MAX_STABLE_ETA2}",
-            f"max {max((eta2[k] or 0.0 for k in stable), default=0.0):.3f}; above: {pcs(high)}",
+            f"every other PC η² ≤ {MAX_OTHER_ETA2}",
+            f"max {max((eta2[k] or 0.0 for k in others), default=0.0):.3f}; above: {pcs(high)}",
             not high,
         ),
         (

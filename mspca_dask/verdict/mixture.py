@@ -169,11 +169,12 @@ def fit_mixture(
 
 
 def _proportional(scatter: np.ndarray, nk: np.ndarray, sweeps: int = 3) -> np.ndarray:
-    """(G, k, k) ``s_g Σ`` maximising the likelihood given each group's scatter ``W_g``.
+    """(G, k, k) ``s_g Σ`` near the likelihood's maximum given each group's scatter ``W_g``.
 
-    Alternates ``s_g = tr(Σ⁻¹ W_g) / (k n_g)`` and ``Σ = Σ_g W_g / (s_g n)`` from the pooled
-    scatter (Flury 1988, proportional covariance matrices); a few sweeps per EM step (EM's
-    own iterations do the rest)."""
+    Alternates ``s_g = tr(Σ⁻¹ W_g) / (k n_g)`` and ``Σ = Σ_g W_g / (s_g n)`` (Flury 1988,
+    proportional covariance matrices), ``sweeps`` times from the pooled scatter at every EM
+    step: not the exact maximiser (three groups of scales 1, 1.2 and 4: a log-likelihood 0.7
+    below it), and the data and its twins are fitted alike."""
     k = scatter.shape[1]
     n = float(nk.sum())
     shape = scatter.sum(axis=0) / n
