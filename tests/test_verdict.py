@@ -84,6 +84,23 @@ def test_proportional_mixture_finds_each_groups_spread():
     assert scales[1] / scales[0] == pytest.approx(9.0, rel=0.1)
 
 
+def test_mixture_gives_each_of_many_small_far_groups_its_own_group():
+    # ten 1 % groups, each displaced along its own axis: one wide group must not hold several
+    rng = np.random.default_rng(6)
+    n, k, size = 1000, 10, 10
+    T = rng.standard_normal((n, k))
+    truth = np.zeros(n, dtype=int)
+    for g in range(k):
+        rows = slice(n - (g + 1) * size, n - g * size)
+        T[rows, g] += 12.0
+        truth[rows] = g + 1
+    labels = select_mixture(T, 12).labels
+    for g in range(k + 1):
+        own = labels[truth == g]
+        assert np.mean(own == np.bincount(own).argmax()) > 0.95
+    assert len(np.unique(labels)) == k + 1
+
+
 # ---------------------------------------------------------------- the twins
 
 

@@ -3,8 +3,8 @@
 One statistic, one calibration:
 
 * the statistic is the BIC gain of the best Gaussian mixture (groups added while BIC falls,
-  each with its own mean and covariance) over one Gaussian, on the candidates' scores
-  standardised per column;
+  for each covariance form: :func:`~.mixture.select_mixture`) over one Gaussian, on the
+  candidates' scores standardised per column;
 * its null distribution comes from *twins*: the scores are whitened and turned to their
   most independent axes (:func:`independent_axes`, FastICA), and each axis is made unimodal
   and drawn independently of the others (:mod:`~mspca_dask.verdict.twins`).  The null is

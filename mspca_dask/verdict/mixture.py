@@ -13,6 +13,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .levels import MIN_GROUP_ROWS
+
 __all__ = ["Mixture", "fit_mixture", "select_mixture"]
 
 #: EM stops when the mean log-likelihood per row improves by less than this (at 4000 rows in
@@ -47,6 +49,11 @@ class Mixture:
         shape = k * (k + 1) // 2
         covariance = shape + G - 1 if self.form == "proportional" else G * shape
         return G * k + covariance + G - 1
+
+    @property
+    def smallest_group(self) -> float:
+        """Rows in the smallest group (sum of its responsibilities)."""
+        return float(self.responsibilities.sum(axis=0).min())
 
     def bic(self, n: int) -> float:
         return -2.0 * self.loglik + self.n_parameters * np.log(n)
@@ -190,31 +197,39 @@ def _proportional(scatter: np.ndarray, nk: np.ndarray, sweeps: int = 3) -> np.nd
 def select_mixture(
     T: np.ndarray, max_groups: int, *, pinned: np.ndarray | None = None, tol: float = _TOL
 ) -> Mixture:
-    """The mixture of 1, 2, ... groups that BIC prefers, adding groups while BIC falls.
+    """The mixture that BIC prefers: for each covariance form, groups added while BIC falls.
 
-    Groups are added greedily (Vlassis & Likas 2002) from two or three starts (:func:`_starts`):
-    the ``G − 1`` means and the row their mixture explains worst (a small, far group), and a
-    group split along its principal axis (a balanced split); no random draw.  From each
-    start both forms are fitted, groups with their own covariances and groups sharing one
-    shape at their own scales (the sparser model batches and populations are: they differ by
-    their means and their spread), and the best by BIC is kept.  Stopping at the first rise
-    makes the statistic cheap on data with no group and is applied to the data and to its
-    twins alike.
+    Each form has its own path (Vlassis & Likas 2002, greedy EM): groups with their own
+    covariances, and groups sharing one shape at their own scales (the sparser model batches
+    and populations are: they differ by their means and their spread).  A group is added from
+    two or three starts (:func:`_starts`) built on the path's last mixture: the ``G − 1``
+    means and the row their mixture explains worst (a small, far group), and a group split
+    along its principal axis (a balanced split); no random draw.  A path stops at its first
+    rise in BIC or at a group of fewer than ``MIN_GROUP_ROWS`` rows, and the better of the
+    two paths' mixtures is kept.  Mixing the forms along one path would let a wide
+    full-covariance group hold several small far groups at once, a local optimum the next
+    start cannot leave.  Stopping at the first rise makes the statistic cheap on data with
+    no group and is applied to the data and to its twins alike.
     """
     n = T.shape[0]
-    best = fit_mixture(T, 1, pinned=pinned, tol=tol)
-    for G in range(2, max_groups + 1):
-        cand = min(
-            (
-                fit_mixture(T, G, pinned=pinned, centres=centres, form=form, tol=tol)
-                for centres in _starts(T, best, pinned)
-                for form in ("proportional", "full")
-            ),
-            key=lambda m: m.bic(n),
-        )
-        if cand.bic(n) >= best.bic(n):
-            break
-        best = cand
+    one = fit_mixture(T, 1, pinned=pinned, tol=tol)
+    best = one
+    for form in ("proportional", "full"):
+        current = one
+        for G in range(2, max_groups + 1):
+            cand = min(
+                (
+                    fit_mixture(T, G, pinned=pinned, centres=centres, form=form, tol=tol)
+                    for centres in _starts(T, current, pinned)
+                ),
+                key=lambda m: m.bic(n),
+            )
+            # a group of fewer rows has no variance of its own: its density is the floor's
+            if cand.bic(n) >= current.bic(n) or cand.smallest_group < MIN_GROUP_ROWS:
+                break
+            current = cand
+        if current.bic(n) < best.bic(n):
+            best = current
     return best
 
 
