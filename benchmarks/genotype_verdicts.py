@@ -52,17 +52,14 @@ COHORTS: dict[str, tuple[str, dict[str, int], float, str]] = {
     "ooa3-1000": ("OutOfAfrica_3G09", {"CEU": 800, "YRI": 100, "CHB": 100}, 20e6, "CEU"),
     "ooa3-big-minorities": ("OutOfAfrica_3G09", {"CEU": 500, "YRI": 250, "CHB": 250}, 20e6, "CEU"),
     "ooa4": ("OutOfAfrica_4J17", {"CEU": 600, "YRI": 60, "CHB": 60, "JPT": 60}, 20e6, "CEU"),
-    # held out (fixed before its first run, after the own-groups rule was designed): an
-    # admixed population between the reference and two others
+    # an admixed population between the reference and two others
     "admix4": (
         "AmericanAdmixture_4B18",
         {"EUR": 600, "AFR": 60, "ASIA": 60, "ADMIX": 60},
         20e6,
         "EUR",
     ),
-    # held out (fixed before its first run, after the rule for groups straddling the
-    # reference off its centre was designed on admix4 seed 8): a large admixed population
-    # that reaches the reference, between it and the two others
+    # a large admixed population that reaches the reference, between it and the two others
     "admix4-big-admixed": (
         "AmericanAdmixture_4B18",
         {"EUR": 400, "AFR": 80, "ASIA": 80, "ADMIX": 160},
