@@ -204,12 +204,12 @@ def select_mixture(
     and populations are: they differ by their means and their spread).  A group is added from
     two or three starts (:func:`_starts`) built on the path's last mixture: the ``G − 1``
     means and the row their mixture explains worst (a small, far group), and a group split
-    along its principal axis (a balanced split); no random draw.  A path stops at its first
-    rise in BIC or at a group of fewer than ``MIN_GROUP_ROWS`` rows, and the better of the
-    two paths' mixtures is kept.  Mixing the forms along one path would let a wide
-    full-covariance group hold several small far groups at once, a local optimum the next
-    start cannot leave.  Stopping at the first rise makes the statistic cheap on data with
-    no group and is applied to the data and to its twins alike.
+    along its principal axis (a balanced split); no random draw.  A mixture with a group of
+    fewer than ``MIN_GROUP_ROWS`` rows is outside the model; a path stops at its first rise
+    in BIC, and the better of the two paths' mixtures is kept.  Mixing the forms along one
+    path would let a wide full-covariance group hold several small far groups at once, a
+    local optimum the next start cannot leave.  Stopping at the first rise makes the
+    statistic cheap on data with no group and is applied to the data and to its twins alike.
     """
     n = T.shape[0]
     one = fit_mixture(T, 1, pinned=pinned, tol=tol)
@@ -217,15 +217,17 @@ def select_mixture(
     for form in ("proportional", "full"):
         current = one
         for G in range(2, max_groups + 1):
-            cand = min(
-                (
-                    fit_mixture(T, G, pinned=pinned, centres=centres, form=form, tol=tol)
-                    for centres in _starts(T, current, pinned)
-                ),
-                key=lambda m: m.bic(n),
-            )
-            # a group of fewer rows has no variance of its own: its density is the floor's
-            if cand.bic(n) >= current.bic(n) or cand.smallest_group < MIN_GROUP_ROWS:
+            fits = [
+                fit_mixture(T, G, pinned=pinned, centres=centres, form=form, tol=tol)
+                for centres in _starts(T, current, pinned)
+            ]
+            # a group of fewer rows has no variance of its own (its density is the floor's):
+            # such a mixture is outside the model
+            fits = [m for m in fits if m.smallest_group >= MIN_GROUP_ROWS]
+            if not fits:
+                break
+            cand = min(fits, key=lambda m: m.bic(n))
+            if cand.bic(n) >= current.bic(n):
                 break
             current = cand
         if current.bic(n) < best.bic(n):
