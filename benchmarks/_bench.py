@@ -59,7 +59,8 @@ def _version(module: str) -> str | None:
 
 def git_commit(*, short: bool = True, paths: tuple[str, ...] = ()) -> str | None:
     """The commit the benchmark runs on, ``+dirty`` when tracked files (below ``paths``, if
-    given) differ from it; None outside a git checkout."""
+    given, else outside ``benchmarks/results``, which a run writes itself) differ from it;
+    None outside a git checkout."""
 
     def git(*args: str) -> str:
         return subprocess.run(
@@ -68,7 +69,8 @@ def git_commit(*, short: bool = True, paths: tuple[str, ...] = ()) -> str | None
 
     try:
         head = git("rev-parse", *(["--short=10"] if short else []), "HEAD")
-        dirty = git("status", "--porcelain", "--untracked-files=no", "--", *paths)
+        where = paths or (".", ":(exclude)benchmarks/results")
+        dirty = git("status", "--porcelain", "--untracked-files=no", "--", *where)
     except (OSError, subprocess.CalledProcessError):
         return None
     return head + ("+dirty" if dirty else "")
