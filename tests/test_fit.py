@@ -985,6 +985,32 @@ def test_fit__a_strong_skewed_covariance_factor_is_not_split_into_groups():
 
 
 @pytest.mark.statistical
+@pytest.mark.xfail(
+    strict=True,
+    reason="the group test guards against groups where there are none, not each group it "
+    "keeps: once two clusters are declared, the mixture also fits the exponential factor's "
+    "tail with a group of its own, the spike's eigenpair becomes a mean shift and no "
+    "covariance component is left",
+    raises=AssertionError,
+)
+def test_fit__a_skewed_covariance_spike_beside_clusters_stays_a_covariance_component():
+    # an exponential factor of variance 4.5 beside two clusters of 10 % and 6 %: the clusters
+    # are mean shifts, the factor the one covariance component
+    m = make_spiked_mixture(
+        1200,
+        600,
+        covariance_spikes=(3 * math.sqrt(0.5),),
+        mean_shift_weights=(0.10, 0.06),
+        spike_distribution="exponential",
+        random_state=0,
+    )
+    res = mspca_dask.fit(m.to_numpy(), random_state=0)
+    u = np.asarray(m.clean_top_eigenvectors(1))[:, 0]
+    assert res.stable.any(), res.reasons
+    assert abs(res.components[0] @ u) >= 0.5
+
+
+@pytest.mark.statistical
 def test_fit__reference_a_slight_real_shift_along_a_covariance_pc_is_mixed_and_kept():
     # 20 % of the samples sit 0.6 noise sd off the reference along a covariance spike
     # (variance 4; 1.4 % of it between reference and rest, yet significant at this n) and
