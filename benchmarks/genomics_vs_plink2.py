@@ -339,7 +339,12 @@ BIOBANK = {"samples": 500_000, "variants": 1_000_000, "workers": 20, "threads_pe
 
 
 def _biobank(
-    profile: dict[str, Any], n_variants: int, n_samples: int, kept: int, in_memory: bool
+    profile: dict[str, Any],
+    n_variants: int,
+    n_samples: int,
+    kept: int,
+    in_memory: bool,
+    cores_here: int = THREADS,
 ) -> dict[str, Any]:
     """What the biobank costs on the cluster, scaled from this run's measured throughput.
 
@@ -355,7 +360,6 @@ def _biobank(
     krylov = [p["seconds"] for p in profile["passes"] if p["name"].startswith("mspca-pass-")]
     if "genomics-statistics" not in passes or not krylov:
         return {}
-    cores_here = THREADS
     raw_calls = n_variants * n_samples
     entries = kept * n_samples
     rate_raw = raw_calls / (passes["genomics-statistics"] * cores_here)
@@ -391,7 +395,7 @@ def _biobank(
     }
 
 
-def _biobank_lines(est: dict[str, Any]) -> list[str]:
+def _biobank_lines(est: dict[str, Any], measured: str = "the in-process run above") -> list[str]:
     if not est:
         return []
     rate = est["per_core_per_second"]
@@ -401,7 +405,7 @@ def _biobank_lines(est: dict[str, Any]) -> list[str]:
         "",
         f"{est['samples']:,} samples × {est['variants']:,} variants on a Dask cluster of "
         f"{est['workers']} workers × {est['threads_per_worker']} threads, scaled linearly from "
-        "the throughput per core measured in the in-process run above: the statistics pass "
+        f"the throughput per core measured in {measured}: the statistics pass "
         f"summarised {rate['raw_calls_statistics'] / 1e6:.0f} M raw calls per core-second "
         "(decompression included); a fit pass multiplied "
         f"{rate['compact_entries_krylov_pass'] / 1e6:.0f} M compact-matrix entries per "
