@@ -13,6 +13,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -71,6 +72,21 @@ def test_scale_quick__writes_points_limits_and_memory(tmp_path):
             } <= set(p)
     assert payload["chunking"] and payload["location_study"]
     assert {"intercept", "slope", "r2"} <= set(payload["linear_fit_seconds"])
+
+
+def test_cluster_cohort_quick__a_killed_worker_leaves_the_genomics_result_unchanged(tmp_path):
+    """The genomics job on ``dask scheduler`` + two ``dask worker`` processes: a worker
+    SIGKILLed during a fit pass is restarted by its nanny and the job's result is the same."""
+    payload = _run("cluster_cohort.py", tmp_path, "--data", str(tmp_path / "data"))
+    undisturbed, killed = payload["undisturbed"], payload["killed"]
+    assert killed["killed"]["task"].startswith("mspca-pass-")
+    assert killed["killed"]["pid"] > 0
+    np.testing.assert_allclose(killed["eigenvalues"], undisturbed["eigenvalues"], rtol=1e-6)
+    assert killed["verdicts"] == undisturbed["verdicts"]
+    for run in (undisturbed, killed):
+        assert run["n_passes"] >= 2
+        assert 0 < run["worker_peak_rss"]["per_worker"] <= payload["memory_limit_bytes"]
+    assert any(p["name"].startswith("mspca-pass-") for p in undisturbed["passes"])
 
 
 def test_peers_quick__compares_against_the_exact_spectrum(tmp_path):
