@@ -426,7 +426,9 @@ HOW_TO_READ = (
     "*all workers* the largest sum over the worker processes at one instant, *spilled* the most "
     "the workers held on disk at once (Dask moves task results there past 60 % of a worker's "
     "memory limit, so memory stays within the limit at the cost of disk traffic); the job's own "
-    "process (which holds only the top-K spectra and the scores) is reported apart. The run "
+    "process, the cluster's client, is reported apart: it holds the scores and, when the "
+    "compact matrix fits the job's memory budget, that matrix, sent to the workers by every "
+    "pass. The run "
     "with a killed worker must give the same eigenvalues and verdicts as the undisturbed one."
 )
 
@@ -497,12 +499,16 @@ def markdown(p: dict[str, Any]) -> list[str]:
         "![Task stream and worker memory](cluster_cohort.png)",
         "",
     ]
+    from mspca_dask.genomics.compact import DEFAULT_MEMORY_BUDGET
+
+    # the job's default budget: a compact matrix within it is held by the job's process
+    in_memory = u["variants_fitted"] * c["samples"] <= DEFAULT_MEMORY_BUDGET
     est = _biobank(
         {"passes": u["passes"]},
         c["variants"],
         c["samples"],
         u["variants_fitted"],
-        False,
+        in_memory,
         p["workers"],
     )
     measured = (
@@ -522,7 +528,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--quick", action="store_true", help="3,000 x 4,000, 1 GiB per worker: a check")
     ap.add_argument("--out", type=Path, default=RESULTS, help="where the results go")
     ap.add_argument("--data", type=Path, default=DATA, help="where the cohort is cached")
+    ap.add_argument(
+        "--render", action="store_true", help="rewrite the .md from the stored .json; run nothing"
+    )
     args = ap.parse_args(argv)
+    if args.render:
+        payload = json.loads((args.out / "cluster_cohort.json").read_text())
+        (args.out / "cluster_cohort.md").write_text("\n".join(markdown(payload)) + "\n")
+        return 0
     if args.quick:
         args.samples, args.variants, args.memory_limit = 3000, 4000, "1GiB"
     meta = machine_info()
