@@ -55,7 +55,13 @@ from _bench import (  # noqa: E402
     machine_info,
     machine_line,
 )
-from genomics_vs_plink2 import _biobank, _biobank_lines, _plink_blas, _timed  # noqa: E402
+from genomics_vs_plink2 import (  # noqa: E402
+    _biobank,
+    _biobank_lines,
+    _plink_blas,
+    _timed,
+    job_result,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = Path(__file__).resolve().parent / "_data"
@@ -277,19 +283,6 @@ def _config(prefix: Path, out: Path, address: str, workers: int) -> Path:
     return path
 
 
-def _result(out: Path) -> dict[str, Any]:
-    from mspca_dask import genomics as gx
-
-    ds = gx.open_genomics_result(out / gx.RESULT_NAME)
-    return {
-        "n_passes": int(ds.attrs["n_passes"]),
-        "variants_fitted": int(np.asarray(ds["variant_included"]).sum()),
-        "timings": json.loads(ds.attrs["timings"]),
-        "verdicts": [str(v) for v in ds["verdict"].values],
-        "eigenvalues": [float(v) for v in ds["eigenvalue"].values],
-    }
-
-
 def run_job(cluster: Cluster, cfg: Path, out: Path, kill: bool) -> dict[str, Any]:
     """One run of the job on ``cluster``; with ``kill``, SIGKILL a worker busy in a fit pass."""
     from distributed.utils import key_split_group
@@ -328,7 +321,7 @@ def run_job(cluster: Cluster, cfg: Path, out: Path, kill: bool) -> dict[str, Any
     seen = set(pids.values()) | set(cluster.worker_pids().values())
     r.pop("log")
     r["job_process_peak_rss"] = r.pop("peak_rss")  # the job's own process (the client)
-    r.update(_result(out))
+    r.update(job_result(out))
     r["worker_peak_rss"] = mem.peaks(seen)
     r["peak_spilled_bytes"] = max(mem.spilled, default=0)
     r["task_stream"] = _tasks(ts.data, t0)

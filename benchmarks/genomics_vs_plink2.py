@@ -269,20 +269,27 @@ def _job_config(
     return path
 
 
+def job_result(out: Path) -> dict[str, Any]:
+    """What the benchmarks record of a genomics job's result in ``out``."""
+    from mspca_dask import genomics as gx
+
+    ds = gx.open_genomics_result(out / gx.RESULT_NAME)
+    return {
+        "n_passes": int(ds.attrs["n_passes"]),
+        "variants_fitted": int(np.asarray(ds["variant_included"]).sum()),
+        "timings": json.loads(ds.attrs["timings"]),
+        "verdicts": [str(v) for v in ds["verdict"].values],
+        "eigenvalues": [float(v) for v in ds["eigenvalue"].values],
+    }
+
+
 def _ours(cfg: Path, out: Path) -> dict[str, Any]:
     shutil.rmtree(out, ignore_errors=True)  # else the job finds its result up to date
     env = dict(os.environ)
     env["PYTHONPATH"] = str(ROOT)
     env["DASK_NUM_WORKERS"] = str(THREADS)
     r = _timed([sys.executable, "-m", "pipelines.genomics", "run", str(cfg)], env)
-    from mspca_dask import genomics as gx
-
-    ds = gx.open_genomics_result(out / gx.RESULT_NAME)
-    r["n_passes"] = int(ds.attrs["n_passes"])
-    r["variants_fitted"] = int(np.asarray(ds["variant_included"]).sum())
-    r["timings"] = json.loads(ds.attrs["timings"])
-    r["verdicts"] = [str(v) for v in ds["verdict"].values]
-    r["eigenvalues"] = [float(v) for v in ds["eigenvalue"].values]
+    r.update(job_result(out))
     fit_line = [ln for ln in r.pop("log").splitlines() if "fit: solver" in ln]
     r["fit"] = fit_line[-1].split("fit: ", 1)[1] if fit_line else "?"
     return r
