@@ -748,21 +748,26 @@ def test_fit__float32_passes_beyond_their_rounding_target_are_certified_by_one_f
     )
 
 
-def test_fit__float32_passes_with_an_estimated_location_are_not_certified(
-    dominant_spike_float32, pass_precisions
+@pytest.mark.parametrize("chunks", [(1000, -1), (-1, 75)], ids=["primal", "dual"])
+def test_fit__float32_passes_with_an_estimated_location_are_certified_about_that_location(
+    dominant_spike_float32, chunks, pass_precisions
 ):
-    # location="auto" takes the centre's image from the basis's products and puts it in the
-    # operator itself, so a float64 pass over the Ritz vectors alone would not certify it
+    # location="auto": the certificate holds for the covariance about the location the fit
+    # reports (the dual one's mean and image recomputed in the certificate's float64 pass)
+    X32 = dominant_spike_float32
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", mspca_dask.errors.MSPCAWarning)
-        res = mspca_dask.fit(
-            da.from_array(dominant_spike_float32, chunks=(1000, -1)),
-            n_components=4,
-            solver="randomized",
-            max_passes=8,
-        )
-    assert res.params["precision"] == "float32"
-    assert not any(width == 4 and not single for _name, single, width in pass_precisions[1:])
+        res = mspca_dask.fit(da.from_array(X32, chunks=chunks), n_components=4, solver="randomized")
+    assert res.params["precision"] == "float32-certified"
+    spectrum = [p for p in pass_precisions if not p[0].startswith("mspca-within")]
+    assert not spectrum[-1][1]  # the certificate's pass is float64
+    Xc = X32.astype(np.float64) - np.asarray(res.location)[None, :]
+    exact = np.linalg.eigvalsh(Xc.T @ Xc / Xc.shape[0])[::-1][:4]
+    spikes = res.candidate  # the dominant spike (the shifted group is centred away)
+    assert spikes.any()
+    err = np.abs(res.eigenvalues - exact)[spikes]
+    assert np.all(err <= res.eigenvalue_bounds[spikes] + 1e-12 * exact[0])
+    assert np.all(res.eigenvalue_bounds[spikes] < 1e-3 * res.threshold)
 
 
 def test_fit__float64_store_computes_every_pass_in_float64(small, pass_precisions):

@@ -39,7 +39,16 @@ from ..verdict.diagnostics import model_fit_diagnostics
 from .draws import Draws
 from .linalg import LowRank, flip_signs
 from .plan import FitPlan
-from .spectra import PassReader, PassRunner, Spectra, Spectrum, check_overflow, make_spectra
+from .spectra import (
+    Certified,
+    PassReader,
+    PassRunner,
+    Relocation,
+    Spectra,
+    Spectrum,
+    check_overflow,
+    make_spectra,
+)
 
 if TYPE_CHECKING:
     from .._passes import Oriented
@@ -124,6 +133,7 @@ class Centre:
     image: np.ndarray | None = None  # dual: X μ (n,)
     groups: GroupFit | None = None  # location="auto": the groups its location comes from
     group_images: np.ndarray | None = None  # primal Xᵀ1_g (d, G − 1) of those groups
+    coef: np.ndarray | None = None  # dual location="auto": μ = Xᵀa, this is a (n,)
 
 
 @dataclass(frozen=True)
@@ -241,7 +251,16 @@ def run_fit(data: Oriented, plan: FitPlan, runner: PassRunner) -> FitOutput:
         centre, knock = _estimate_location(fit, moments, knock, draws)
     base_terms = fit.location_terms(centre.mu, centre.image, moments)
     spec, knock_specs, strength, s2, eps = _converge(fit, moments, knock, centre, base_terms)
-    certified = fit.spectra.certify(spec, fit.lowrank(base_terms))
+    relocation = None
+    if centre.coef is not None:
+
+        def rebuild(mu: np.ndarray, X_mu: np.ndarray) -> LowRank:
+            return fit.lowrank(fit.location_terms(mu, X_mu, moments))
+
+        relocation = Relocation(centre.coef, rebuild)
+    certified = fit.spectra.certify(spec, fit.lowrank(base_terms), relocation)
+    if certified is not None and certified.location is not None:
+        centre = replace(centre, mu=certified.location[0], image=certified.location[1])
     return _finish(
         fit, moments, knock, centre, spec, knock_specs, strength, s2, eps, certified=certified
     )
@@ -356,7 +375,7 @@ def _estimate_location(
         beta = V0 @ (offsets / np.where(sing > 0, sing, 1.0))
         a = beta + (1.0 - float(beta.sum())) / n
         out = spectra.read_with("mspca-location-mean", known, extra=[a[:, None]], keep=a[:, None])
-        centre = Centre(out["keep"][:, 0], spectra.apply(a), groups)
+        centre = Centre(out["keep"][:, 0], spectra.apply(a), groups, coef=a)
         return centre, _with_groups(knock, members, None, draws, fit.dual)
     centre = Centre(xbar + V0 @ offsets, None, groups)
     if not members.shape[1]:
@@ -491,7 +510,7 @@ def _finish(
     strength: float,
     s2: float,
     eps: float,
-    certified: tuple[Spectrum, np.ndarray | None] | None = None,
+    certified: Certified | None = None,
 ) -> FitOutput:
     """The output pass and the verdict (:mod:`mspca_dask.verdict`).
 
@@ -502,7 +521,7 @@ def _finish(
     """
     n, d = fit.n, fit.d
     prm = fit.plan.params
-    reported, image = certified if certified is not None else (spec, None)
+    reported, image = (certified.spectrum, certified.image) if certified else (spec, None)
     edge = rmt.mp_edges(fit.c, s2)[1]
     margin = prm.edge_margin * rmt.tracy_widom_scale(n, d, s2)
     overlaps = np.stack(

@@ -10,6 +10,7 @@ refuses products that overflowed.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -32,10 +33,12 @@ if TYPE_CHECKING:
 
 __all__ = [
     "BASIS_IMAGE_BUDGET",
+    "Certified",
     "ExactSpectra",
     "KrylovSpectra",
     "PassReader",
     "PassRunner",
+    "Relocation",
     "Spectrum",
     "make_spectra",
 ]
@@ -125,6 +128,29 @@ class Spectrum:
     op_vectors: np.ndarray | None = None
 
 
+@dataclass(frozen=True)
+class Relocation:
+    """A dual estimated location ``μ = M a`` to recompute with a certificate.
+
+    In the dual orientation the location term needs ``μ = M a`` and its image ``MᵀM a``
+    (``a`` operator-side, (p,)); after float32 passes both carry float32 rounding, and a
+    ``μ`` inconsistent with its image is no centring at all.  The certificate's float64
+    pass recomputes them, and ``base`` rebuilds the operator's low-rank terms from them.
+    """
+
+    coef: np.ndarray  # (p,) a
+    base: Callable[[np.ndarray, np.ndarray], LowRank]  # (μ, MᵀM a) -> the low-rank terms
+
+
+@dataclass(frozen=True)
+class Certified:
+    """The original spectrum from float64 products (:meth:`KrylovSpectra.certify`)."""
+
+    spectrum: Spectrum
+    image: np.ndarray | None  # M applied to its vectors (m, K), None over the image budget
+    location: tuple[np.ndarray, np.ndarray] | None = None  # recomputed (μ, MᵀM a), dual
+
+
 class ExactSpectra:
     """The exact solver: the Gram matrix ``MᵀM`` from the first pass, dense ``eigh``."""
 
@@ -198,7 +224,9 @@ class ExactSpectra:
         """No pass before the spectrum is exact: nothing to add to the stopping history."""
         return []
 
-    def certify(self, spec: Spectrum, base: LowRank) -> tuple[Spectrum, np.ndarray | None] | None:
+    def certify(
+        self, spec: Spectrum, base: LowRank, relocation: Relocation | None = None
+    ) -> Certified | None:
         """Exact eigenvalues need no certificate."""
         return None
 
@@ -574,16 +602,20 @@ class KrylovSpectra:
         variance, the scale of the gaps between spikes and the bulk.  The basis is then
         built in float32 and the original spectrum recomputed from one float64 pass over its
         Ritz vectors (:meth:`certify`), so the reported eigenvalues, bounds and scores
-        carry no float32 rounding.  Not with ``location="auto"``, whose location image comes
-        from the basis's products and enters the operator itself; nor for data whose float32
-        rounding is above the noise (far from zero: the passes would not converge).
+        carry no float32 rounding.  With ``location="auto"`` the location is whatever vector
+        the (float32) location step found: the primal centring term is exact for any ``μ``,
+        and the dual one's ``μ`` and image are recomputed by the certificate's pass
+        (:class:`Relocation`).  Not for data whose float32 rounding is above the noise (far
+        from zero: the passes would not converge).
         """
-        if self.plan.location.mode == "auto" or not self._float32_possible():
+        if not self._float32_possible():
             return False
         unit = float(np.finfo(np.float32).eps) / 2
         return self._rounding(unit, image_norm) <= self._spread()
 
-    def certify(self, spec: Spectrum, base: LowRank) -> tuple[Spectrum, np.ndarray | None] | None:
+    def certify(
+        self, spec: Spectrum, base: LowRank, relocation: Relocation | None = None
+    ) -> Certified | None:
         """The original spectrum from one float64 pass over its Ritz vectors, and their image.
 
         Only after provisional float32 passes (:meth:`_provisional_allowed`); None otherwise.
@@ -594,25 +626,36 @@ class KrylovSpectra:
         its rounding; the two beyond K keep the Ritz value below the K-th in view, so that
         the refined bound of the K-th takes the same gap as on the whole basis (with K
         vectors only it would take the gap to the one above, and could understate its
-        error: :func:`~mspca_dask._engine.linalg.rayleigh_ritz`).  Returns the spectrum
-        and ``M`` applied to its vectors (m, K) (None when that is over the image budget:
-        the output pass computes it).  The knockoff spectra stay those of the float32 basis:
-        a displacement compares two Ritz values of the same products, whose rounding is
-        common to both.
+        error: :func:`~mspca_dask._engine.linalg.rayleigh_ritz`).  A dual estimated location
+        (``relocation``, required then) is recomputed in the same pass and ``base`` rebuilt
+        from it.  The knockoff spectra stay those of the float32 basis: a displacement
+        compares two Ritz values of the same products, whose rounding is common to both.
         """
         if not self.provisional:
             return None
-        n, k = self.plan.n_samples, spec.values.size
+        plan = self.plan
+        if plan.dual and plan.location.mode == "auto" and relocation is None:
+            raise RuntimeError("a dual estimated location must be recomputed with the spectrum")
+        n, k = plan.n_samples, spec.values.size
         U = orthonormalize(self.spectrum(base, k=min(k + 2, self.Q.shape[1])).vectors)
-        keep = 8 * self.plan.m * U.shape[1] <= BASIS_IMAGE_BUDGET
-        out = self.read(f"mspca-pass-{self.read.n_passes + 1}", krylov=U, krylov_images=keep)
-        op = apply_operator(out["krylov"], U, base, n)
+        keep = 8 * plan.m * U.shape[1] <= BASIS_IMAGE_BUDGET
+        products: dict[str, Any] = {"krylov": U, "krylov_images": keep}
+        location = None
+        if relocation is not None:
+            a = relocation.coef[:, None]
+            products.update(krylov=np.column_stack([U, a]), keep=a)
+        out = self.read(f"mspca-pass-{self.read.n_passes + 1}", **products)
+        MtMU = out["krylov"][:, : U.shape[1]]
+        if relocation is not None:
+            location = (out["keep"][:, 0], out["krylov"][:, -1])
+            base = relocation.base(*location)
+        op = apply_operator(MtMU, U, base, n)
         vals, coef, _res, bounds = rayleigh_ritz(U, op, k)
         bounds = bounds + self._rounding(float(np.finfo(np.float64).eps) / 2)
-        op_vecs = op @ coef if self.plan.dual else None
-        image = out["krylov_image"] @ coef if keep else None
+        op_vecs = op @ coef if plan.dual else None
+        image = out["krylov_image"][:, : U.shape[1]] @ coef if keep else None
         self.provisional = False  # an output pass after this one runs in float64
-        return Spectrum(vals, U @ coef, bounds, op_vecs), image
+        return Certified(Spectrum(vals, U @ coef, bounds, op_vecs), image, location)
 
     def _rounding_bound(self) -> float:
         """The rounding term added to every certified error bound.
