@@ -42,7 +42,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -145,29 +145,80 @@ def region_mask(contig: np.ndarray, position: np.ndarray, regions: Iterable[Regi
     return out
 
 
-def _unit_rows(
-    g: np.ndarray, ploidy: int, out: np.ndarray | None = None
-) -> tuple[np.ndarray, np.ndarray]:
-    """Rows centred on their called mean (missing → 0) and scaled to unit norm; and MAF.
+@dataclass(frozen=True)
+class _Rows:
+    """Variants' rows as the r² products need them, with their moments over called samples.
 
-    ``g``: ``(v, n)`` int8 calls (``-1`` missing) or floats (NaN missing); ``out``: a
-    ``(v, n)`` float64 array to write the rows into (else a new one).
+    Integer calls are held as float32 when ``ploidy² · n < 2²⁴``: their products and sums
+    are then exact integers at single precision's speed, and r² is formed from them in
+    float64.  A missing call is 0 in ``y`` and imputed at its variant's mean, where it adds
+    nothing to the sums.
     """
-    z = np.empty(g.shape) if out is None else out
-    z[...] = g  # one conversion, into place
-    called = z >= 0 if np.issubdtype(g.dtype, np.integer) else ~np.isnan(z)
-    complete = bool(called.all())
-    if not complete:
-        z[~called] = 0.0
-    n_called = called.sum(axis=1) if not complete else np.full(g.shape[0], g.shape[1])
-    mean = z.sum(axis=1) / np.maximum(n_called, 1)
-    z -= mean[:, None]
-    if not complete:
-        z[~called] = 0.0  # a missing call adds nothing to the covariance
-    norm = np.sqrt(np.einsum("ij,ij->i", z, z))
-    z /= np.where(norm > 0, norm, 1.0)[:, None]
-    p = mean / ploidy
-    return z, np.minimum(p, 1.0 - p)
+
+    y: np.ndarray  # (v, n) the calls, a missing one 0
+    called: np.ndarray  # (v, n) bool
+    incomplete: np.ndarray  # (v,) bool: the row has a missing call
+    n_called: np.ndarray  # (v,)
+    total: np.ndarray  # (v,) the sum of the calls
+    mean: np.ndarray  # (v,)
+    var: np.ndarray  # (v,) the sum of squares about the mean (not divided)
+    maf: np.ndarray  # (v,)
+
+    @classmethod
+    def of(cls, g: np.ndarray, ploidy: int) -> _Rows:
+        """``g``: (v, n) int calls (``-1`` missing) or floats (NaN missing)."""
+        y: np.ndarray
+        if np.issubdtype(g.dtype, np.integer):
+            called = np.greater_equal(g, 0)
+            exact = ploidy * ploidy * g.shape[1] < 2**24
+            y = g.astype(np.float32 if exact else np.float64)
+        else:
+            called = ~np.isnan(g)
+            y = g.astype(np.float64)
+        incomplete = np.asarray(~called.all(axis=1))
+        if incomplete.any():
+            y[~called] = 0.0
+        n_called = called.sum(axis=1).astype(np.float64)
+        total = y.sum(axis=1).astype(np.float64)
+        mean = total / np.maximum(n_called, 1.0)
+        sumsq = (y * y).sum(axis=1).astype(np.float64)
+        var = np.maximum(sumsq - total * mean, 0.0)
+        p = mean / ploidy
+        return cls(y, called, incomplete, n_called, total, mean, var, np.minimum(p, 1.0 - p))
+
+    def take(self, rows: np.ndarray) -> _Rows:
+        return _Rows(*(getattr(self, f.name)[rows] for f in fields(self)))
+
+    @staticmethod
+    def stack(parts: list[_Rows]) -> _Rows:
+        return _Rows(*(np.concatenate([getattr(p, f.name) for p in parts]) for f in fields(_Rows)))
+
+
+def _r2(rows: _Rows, r: np.ndarray, c: np.ndarray) -> np.ndarray:
+    """``(len(r), len(c))``: r² between rows ``r`` and rows ``c``, missing calls imputed.
+
+    The covariance ``Σ_k c_ik c_jk (y_ik − m_i)(y_jk − m_j)`` (``c`` the called mask) is
+    expanded into products of the calls and masks; a complete row's mask is all ones, so
+    the mask products are only formed for rows with a missing call.
+    """
+    y, called, inc = rows.y, rows.called, rows.incomplete
+    s, m, nc = rows.total, rows.mean, rows.n_called
+    cov = (y[r] @ y[c].T).astype(np.float64)  # Σ y_i y_j
+    y_c = np.repeat(s[r][:, None], len(c), axis=1)  # Σ y_i c_j
+    c_y = np.repeat(s[c][None, :], len(r), axis=0)  # Σ c_i y_j
+    c_c = np.minimum.outer(nc[r], nc[c])  # Σ c_i c_j when either row is complete
+    ri, ci = np.flatnonzero(inc[r]), np.flatnonzero(inc[c])
+    if ci.size:
+        y_c[:, ci] = y[r] @ called[c[ci]].T.astype(y.dtype)
+    if ri.size:
+        c_y[ri] = called[r[ri]].astype(y.dtype) @ y[c].T
+    if ri.size and ci.size:
+        both = called[r[ri]].astype(y.dtype) @ called[c[ci]].T.astype(y.dtype)
+        c_c[np.ix_(ri, ci)] = both
+    cov -= y_c * m[c] + m[r][:, None] * c_y - np.multiply.outer(m[r], m[c]) * c_c
+    scale = np.multiply.outer(rows.var[r], rows.var[c])
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(scale > 0, cov * cov / scale, 0.0)
 
 
 #: Rows whose r² with their windows' kept variants are computed in one product.
@@ -226,54 +277,55 @@ def prune_blocks(
     genome = run * (2 * (int(position.max(initial=0)) + window_bp + 1)) + position
     keep = np.zeros(V, dtype=bool)
     carry_idx = np.zeros(0, dtype=np.int64)
-    carry_z = np.zeros((0, 0))
-    carry_maf = np.zeros(0)
+    carry: list[_Rows] = []
     r0 = 0
     for block in blocks:
         g = np.asarray(block)
         v = g.shape[0]
         if v == 0:
             continue
-        idx = np.arange(r0, r0 + v)
         c = len(carry_idx)
-        ctx_z = np.empty((c + v, g.shape[1]))
-        if c:
-            ctx_z[:c] = carry_z
-        z, maf = _unit_rows(g, ploidy, out=ctx_z[c:])
-        ctx_idx = np.concatenate([carry_idx, idx])
-        ctx_maf = np.concatenate([carry_maf, maf])
-        kept_ctx = np.concatenate([keep[carry_idx], np.zeros(v, dtype=bool)])
+        ctx = _Rows.stack([*carry, _Rows.of(g, ploidy)])
+        ctx_idx = np.concatenate([carry_idx, np.arange(r0, r0 + v)])
         ctx_genome = genome[ctx_idx]
         # first context row of each row's window (same contig, pos_j - pos_i < window_bp)
         lo = np.searchsorted(ctx_genome, ctx_genome - window_bp, side="right")
-        for s0 in range(0, v, _ROWS_PER_PRODUCT):
-            s1 = min(v, s0 + _ROWS_PER_PRODUCT)
-            first = int(lo[c + s0])  # windows start no earlier further down the block
+        # the rule is sequential: its scalar steps on Python lists
+        kept = [*keep[carry_idx].tolist(), *([False] * v)]
+        maf = ctx.maf.tolist()
+        for s0 in range(c, c + v, _ROWS_PER_PRODUCT):
+            s1 = min(c + v, s0 + _ROWS_PER_PRODUCT)
+            first = int(lo[s0])  # windows start no earlier further down the block
             # a row before these can only lose its place while they are visited: the columns
             # that matter are the rows kept now in the first window, and these rows
-            cols = np.concatenate(
-                [np.flatnonzero(kept_ctx[first : c + s0]) + first, np.arange(c + s0, c + s1)]
-            )
-            band = (z[s0:s1] @ ctx_z[cols].T) ** 2
-            starts = np.searchsorted(cols, lo[c + s0 : c + s1])
-            ends = np.searchsorted(cols, np.arange(c + s0, c + s1))
-            for jj in range(s0, s1):
-                j = c + jj
-                at = np.arange(starts[jj - s0], ends[jj - s0])  # band columns of j's window
-                at = at[kept_ctx[cols[at]]]
+            now = np.flatnonzero(np.array(kept[first:s0], dtype=bool)) + first
+            cols = np.concatenate([now, np.arange(s0, s1)])
+            # each row's window: from its first row up to, not including, itself
+            k = np.arange(len(cols))
+            starts = np.searchsorted(cols, lo[s0:s1])
+            ends = len(now) + np.arange(s1 - s0)
+            hits = _r2(ctx, np.arange(s0, s1), cols) > r2
+            hits &= (k >= starts[:, None]) & (k < ends[:, None])
+            cols_l = cols.tolist()
+            any_hit = np.asarray(hits.any(axis=1)).tolist()
+            for j, row, some in zip(range(s0, s1), hits, any_hit, strict=True):
                 alive = True
-                for i in cols[at[band[jj - s0, at] > r2]]:
-                    if ctx_maf[i] < ctx_maf[j]:
-                        kept_ctx[i] = False
+                for h in np.flatnonzero(row).tolist() if some else ():
+                    i = cols_l[h]
+                    if not kept[i]:
+                        continue
+                    if maf[i] < maf[j]:
+                        kept[i] = False
                     else:
                         alive = False
                         break
-                kept_ctx[j] = alive
+                kept[j] = alive
+        kept_ctx = np.array(kept, dtype=bool)
         keep[ctx_idx] = kept_ctx
         # Carry the kept variants a later one can still reach: within the window of the
         # block's last (later coordinates are not smaller).
-        reach = kept_ctx & (genome[ctx_idx[-1]] - ctx_genome < window_bp)
-        carry_idx, carry_z, carry_maf = ctx_idx[reach], ctx_z[reach], ctx_maf[reach]
+        reach = np.flatnonzero(kept_ctx & (genome[ctx_idx[-1]] - ctx_genome < window_bp))
+        carry_idx, carry = ctx_idx[reach], [ctx.take(reach)]
         r0 += v
     if r0 != V:
         raise ValueError(f"the blocks hold {r0} rows, not the {V} variants")
