@@ -165,9 +165,12 @@ def test_standardized__raises_on_a_non_positive_scale() -> None:
         _compact.standardized(compact, np.ones(3), np.array([1.0, 0.0, 1.0]))
 
 
-def _compact_of(gt: np.ndarray, keep_v: np.ndarray, keep_s: np.ndarray, **kw: Any) -> Any:
+def _compact_of(
+    gt: np.ndarray, keep_v: np.ndarray, keep_s: np.ndarray, scheduler: str = "sync", **kw: Any
+) -> Any:
     calls = _compact.calls_from_genotypes(da.from_array(gt, chunks=(16, 9, 2)))
-    return _compact.compact_calls(calls, keep_v, keep_s, Executor("sync"), has_missing=True, **kw)
+    executor = Executor(scheduler)
+    return _compact.compact_calls(calls, keep_v, keep_s, executor, has_missing=True, **kw)
 
 
 def test_compact_calls__in_memory_under_the_budget_in_a_removed_store_over_it(
@@ -185,6 +188,11 @@ def test_compact_calls__in_memory_under_the_budget_in_a_removed_store_over_it(
         assert disk.path.parent == tmp_path and disk.path.is_dir()
         assert disk.calls.chunks[1] == (int(keep_s.sum()),)  # chunks span all samples
         np.testing.assert_array_equal(disk.calls.compute(), want)
+    assert list(tmp_path.iterdir()) == []
+    # passes in other processes: within the budget, yet in the store the workers read
+    with _compact_of(gt, keep_v, keep_s, "processes", memory_budget=10**6, spill_dir=tmp_path) as p:
+        assert p.where == "zarr" and p.path is not None and p.path.parent == tmp_path
+        np.testing.assert_array_equal(p.calls.compute(), want)
     assert list(tmp_path.iterdir()) == []
 
 
@@ -231,6 +239,13 @@ def test_statistics_and_candidates__writes_the_rows_that_pass_the_filters(tmp_pa
     )
     assert spilled is not None and spilled.where == "zarr"
     np.testing.assert_array_equal(spilled.calls.compute(), calls.compute()[keep])
+    # passes in other processes (a cluster's workers): within the budget, yet left on disk,
+    # where each task reads its own rows, rather than sent with every pass
+    elsewhere = _compact.compact_from_parts(
+        cand, keep, Executor("processes"), has_missing=True, memory_budget=10**6
+    )
+    assert elsewhere is not None and elsewhere.where == "zarr"
+    np.testing.assert_array_equal(elsewhere.calls.compute(), calls.compute()[keep])
     # a kept variant that is not a candidate: the raw store must be read again
     assert _compact.compact_from_parts(cand, ~expected, Executor("sync"), has_missing=True) is None
 

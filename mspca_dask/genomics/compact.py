@@ -15,9 +15,11 @@ raw store once:
    filters (:class:`CandidateFilter`) to a temporary directory next to the output
    (:func:`workspace`, removed afterwards, failure or not; never inside the input store);
 2. :func:`compact_from_parts` makes the compact int8 matrix (``-1`` missing) of the kept
-   variants from those rows: in memory when it fits ``memory_budget`` bytes, else read where it
-   lies.  Only when samples fail the call-rate filter (the candidates were chosen over all
-   samples) does :func:`compact_calls` read the raw store a second time.
+   variants from those rows: in memory when it fits ``memory_budget`` bytes and the passes
+   run in this process, else read where it lies (on a cluster a matrix held here would be
+   sent to the workers with every pass; on disk each worker reads its own chunks).  Only
+   when samples fail the call-rate filter (the candidates were chosen over all samples) does
+   :func:`compact_calls` read the raw store a second time.
 
 Every pass of the fit then reads the compact matrix through :func:`standardized`, which turns
 one int8 chunk into ``(g − 2p)/s`` float32 (missing → 0, i.e. imputed at the centre) inside
@@ -837,6 +839,22 @@ def _in_memory(
     return _held(arr, rows, name, memory_budget, has_missing)
 
 
+def _holds_in_memory(nbytes: int, memory_budget: int, executor: Any) -> bool:
+    """Whether the compact matrix is held in this process rather than left on disk.
+
+    Only within the budget and when the passes' tasks run here: a matrix held by a
+    cluster's client is part of every pass's graph, sent to the workers each time.
+    """
+    return nbytes <= memory_budget and bool(executor.shares_memory)
+
+
+def _why_on_disk(nbytes: int, memory_budget: int) -> str:
+    size, budget = nbytes / 2**20, memory_budget / 2**20
+    if nbytes > memory_budget:
+        return f"{size:.0f} MiB over the memory budget of {budget:.0f} MiB"
+    return f"{size:.0f} MiB: the workers read it where it lies instead of receiving it every pass"
+
+
 def _held(
     arr: np.ndarray, rows: int, name: str, memory_budget: int, has_missing: bool
 ) -> CompactCalls:
@@ -937,7 +955,9 @@ def compact_calls(
     rows = _row_chunk(n_rows, n_cols, workers)
     sel = sel.rechunk((rows, n_cols))
     nbytes = n_rows * n_cols
-    if nbytes <= memory_budget:
+    if _holds_in_memory(nbytes, memory_budget, executor) or (
+        nbytes <= memory_budget and spill_dir is None
+    ):
         yield _in_memory(executor, "genomics-compact", sel, rows, memory_budget, has_missing)
         return
     if spill_dir is None:
@@ -957,13 +977,11 @@ def compact_calls(
         if int(total) != nbytes:  # pragma: no cover - a write went missing
             raise RuntimeError(f"the compact store received {int(total)} of {nbytes} calls")
         logger.info(
-            "compact matrix: %d variants x %d samples int8 in a temporary store %s "
-            "(%.0f MiB over the memory budget of %.0f MiB)",
+            "compact matrix: %d variants x %d samples int8 in a temporary store %s (%s)",
             n_rows,
             n_cols,
             path,
-            nbytes / 2**20,
-            memory_budget / 2**20,
+            _why_on_disk(nbytes, memory_budget),
         )
         stored = da.from_zarr(str(path))
         yield CompactCalls(stored, "zarr", path, has_missing, nbytes)
@@ -1031,7 +1049,7 @@ def compact_from_parts(
     rows = _row_chunk(n_rows, n_cols, workers)
     nbytes = n_rows * n_cols
     try:
-        if nbytes <= memory_budget:
+        if _holds_in_memory(nbytes, memory_budget, executor):
             # each part on disk read by its own task, then all put in place once
             on_disk = {
                 str(i): _open_part(_part_path(str(cand.root), i), n, n_cols, take)
@@ -1060,13 +1078,11 @@ def compact_from_parts(
     finally:
         held.clear()
     logger.info(
-        "compact matrix: %d variants x %d samples int8 left in the temporary store %s "
-        "(%.0f MiB over the memory budget of %.0f MiB)",
+        "compact matrix: %d variants x %d samples int8 left in the temporary store %s (%s)",
         n_rows,
         n_cols,
         cand.root,
-        nbytes / 2**20,
-        memory_budget / 2**20,
+        _why_on_disk(nbytes, memory_budget),
     )
     pieces = [_open_part(_part_path(str(cand.root), i), n, n_cols, take) for i, take, n in kept]
     stacked = da.concatenate(pieces, axis=0)
