@@ -334,7 +334,17 @@ def run_job(cluster: Cluster, cfg: Path, out: Path, kill: bool) -> dict[str, Any
 
 
 #: Name parts Dask appends to a pass's name in its tasks' keys (besides function names).
-_DASK_PARTS = {"array", "astype", "genomics", "getitem", "original", "sum", "transpose"}
+_DASK_PARTS = {
+    "array",
+    "astype",
+    "concatenate",
+    "genomics",
+    "getitem",
+    "original",
+    "rechunk",
+    "sum",
+    "transpose",
+}
 
 
 def pass_of(key: Any) -> str:
@@ -368,9 +378,14 @@ def _tasks(records: list[dict[str, Any]], start: float) -> list[dict[str, Any]]:
 
 
 def pass_spans(stream: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Each pass's wall span on the cluster, first task start to last task stop."""
+    """Each pass's wall span on the cluster, first task start to last task stop.
+
+    Dask's ``finalize`` tasks, which gather each pass's results, belong to no one pass.
+    """
     spans: dict[str, list[float]] = {}
     for t in stream:
+        if t["group"].startswith("finalize"):
+            continue
         s = spans.setdefault(t["group"], [t["start"], t["stop"]])
         s[0], s[1] = min(s[0], t["start"]), max(s[1], t["stop"])
     return [
@@ -419,9 +434,8 @@ HOW_TO_READ = (
     "*all workers* the largest sum over the worker processes at one instant, *spilled* the most "
     "the workers held on disk at once (Dask moves task results there past 60 % of a worker's "
     "memory limit, so memory stays within the limit at the cost of disk traffic); the job's own "
-    "process, the cluster's client, is reported apart: it holds the scores and, when the "
-    "compact matrix fits the job's memory budget, that matrix, sent to the workers by every "
-    "pass. The run "
+    "process, the cluster's client, is reported apart: it holds the scores and the per-variant "
+    "vectors (the compact matrix stays on disk, where the workers read their chunks). The run "
     "with a killed worker must give the same eigenvalues and verdicts as the undisturbed one."
 )
 
@@ -492,16 +506,13 @@ def markdown(p: dict[str, Any]) -> list[str]:
         "![Task stream and worker memory](cluster_cohort.png)",
         "",
     ]
-    from mspca_dask.genomics.compact import DEFAULT_MEMORY_BUDGET
-
-    # the job's default budget: a compact matrix within it is held by the job's process
-    in_memory = u["variants_fitted"] * c["samples"] <= DEFAULT_MEMORY_BUDGET
+    # on a cluster the workers read the compact matrix from disk in every pass
     est = _biobank(
         {"passes": u["passes"]},
         c["variants"],
         c["samples"],
         u["variants_fitted"],
-        in_memory,
+        False,
         p["workers"],
     )
     measured = (

@@ -427,8 +427,9 @@ def _biobank_lines(est: dict[str, Any], measured: str = "the in-process run abov
             "in memory as it read them (the local threaded scheduler; on a cluster the workers "
             "write them to disk, a cost this estimate leaves out)"
             if est["compact_in_memory"]
-            else "the compact matrix was not loaded (over the memory budget: every fit pass "
-            "read it from its temporary Zarr store, and the fit rate above includes those reads)"
+            else "the compact matrix was not loaded (over the memory budget, or on a cluster: "
+            "every fit pass read it from its temporary Zarr store, and the fit rate above "
+            "includes those reads)"
         )
         + ".  Assumed: this cohort's kept fraction "
         f"({est['kept_fraction']:.1%}: a {est['compact_bytes'] / 1e9:.0f} GB int8 compact "
