@@ -995,25 +995,30 @@ def test_fit__a_strong_skewed_covariance_factor_is_not_split_into_groups():
     reason="the group test guards against groups where there are none, not each group it "
     "keeps: once two clusters are declared, the mixture also fits the exponential factor's "
     "tail with a group of its own, the spike's eigenpair becomes a mean shift and no "
-    "covariance component is left",
+    "covariance component is left: the exponential factor's tail is cut into 1-3 groups "
+    "(measured: every one of the 6 fits fails)",
     raises=AssertionError,
 )
 def test_fit__a_skewed_covariance_spike_beside_clusters_stays_a_covariance_component():
     # an exponential factor of strength 2 beside clusters of 8 % and 5 %: the clusters are
-    # mean shifts, the factor the one covariance component
+    # mean shifts, the factor the one covariance component; the power target (at most 5 %
+    # failures) allows no failure in 6 fits
     n, d = 1500, 500
-    m = make_spiked_mixture(
-        n,
-        d,
-        covariance_spikes=(2.0,),
-        mean_shift_weights=(0.08, 0.05),
-        spike_distribution="exponential",
-        random_state=3,
-    )
-    res = mspca_dask.fit(m.to_numpy(), random_state=0)
-    u = np.asarray(m.clean_top_eigenvectors(1))[:, 0]
-    assert res.stable.any(), res.reasons
-    assert abs(res.components[0] @ u) >= 0.5
+    failed = []
+    for seed in range(6):
+        m = make_spiked_mixture(
+            n,
+            d,
+            covariance_spikes=(2.0,),
+            mean_shift_weights=(0.08, 0.05),
+            spike_distribution="exponential",
+            random_state=seed,
+        )
+        res = mspca_dask.fit(m.to_numpy(), random_state=0)
+        u = np.asarray(m.clean_top_eigenvectors(1))[:, 0]
+        if not res.stable.any() or abs(res.components[0] @ u) < 0.5:
+            failed.append(seed)
+    assert not failed, failed
 
 
 @pytest.mark.statistical
