@@ -329,6 +329,62 @@ def _stats_kernel(block: Any) -> Any:
     return out
 
 
+@dataclass(frozen=True)
+class _Products:
+    """Which products a pass computes; :meth:`parts` names what its fused task returns."""
+
+    gram: bool = False
+    krylov: bool = False
+    krylov_images: bool = False
+    keep: bool = False
+    side: bool = False
+    stats: bool = False
+
+    def parts(self) -> tuple[str, ...]:
+        return (
+            *(("gram",) if self.gram else ()),
+            *(("krylov",) if self.krylov else ()),
+            *(("krylov_image",) if self.krylov_images else ()),
+            *(("keep",) if self.keep else ()),
+            *(("side",) if self.side else ()),
+            *(("col_stats", "row_stats") if self.stats else ()),
+        )
+
+
+def _pass_kernel(block: Any, *operands: Any, what: _Products, single: bool = False) -> Any:
+    """Every product of a pass from one read of the chunk, as a one-element object array
+    holding a tuple in the order of ``what.parts()``.
+
+    ``operands`` are the Krylov block, the kept block and the side block, those asked for,
+    in that order.  Each product is the kernel it would be alone (same casts, same sums):
+    the fusion changes when the chunk is freed, not a bit of the results.
+    """
+    block = _joined(block)
+    given = iter(_joined(o) for o in operands)
+    results: list[Any] = []
+    if what.gram:
+        results.append(_gram_kernel(block))
+    if what.krylov:
+        V = next(given)
+        if what.krylov_images:
+            results.extend(_krylov_image_kernel(block, V, single)[0])
+        else:
+            results.append(_krylov_kernel(block, V, single))
+    if what.keep:
+        results.append(_keep_kernel(block, next(given), single))
+    if what.side:
+        results.append(_side_kernel(block, next(given)))
+    if what.stats:
+        results.extend(_stats_kernel(block)[0])
+    out = np.empty(1, dtype=object)
+    out[0] = tuple(results)
+    return out
+
+
+def _pick(fused: Any, index: int) -> Any:
+    return fused[0][index]
+
+
 def _ordered_sum(parts: Any, axis: Any = None, keepdims: bool = False) -> Any:
     """Sum of per-chunk partials (a list, or one array) along axis 0, in chunk order."""
     if isinstance(parts, list):
@@ -417,120 +473,79 @@ def pass_graph(
         A ``dict`` of str to dask.array.Array.
     """
     M = data.M
-    out: dict[str, da.Array] = {}
-    if gram:
-        out["gram"] = _sum_partials(
-            da.blockwise(
-                _gram_kernel,
-                "ijk",
-                M,
-                "ij",
-                new_axes={"k": M.shape[1]},
-                adjust_chunks={"i": 1},
-                dtype=np.float64,
-                meta=np.empty((0, 0, 0)),
-            )
-        )
-    if krylov is not None and krylov_images:
-        a = int(krylov.shape[1])
-        pairs = da.blockwise(
-            _krylov_image_kernel,
-            "i",
-            M,
-            "ij",
-            _small(krylov),
-            "jl",
-            single=single,
-            adjust_chunks={"i": 1},
-            dtype=object,
-            meta=np.empty((0,), dtype=object),
-        )
-        nb = int(M.numblocks[0])
-        out["krylov"] = _sum_partials(
-            pairs.map_blocks(
-                _first_of,
-                new_axis=[1, 2],
-                chunks=((1,) * nb, (M.shape[1],), (a,)),
-                dtype=np.float64,
-                meta=np.empty((0, 0, 0)),
-            )
-        )
-        img_dtype = _compute_dtype(np.empty(0, dtype=M.dtype), single)
-        out["krylov_image"] = pairs.map_blocks(
-            _second_of,
-            new_axis=[1],
-            chunks=(M.chunks[0], (a,)),
-            dtype=img_dtype,
-            meta=np.empty((0, 0), dtype=img_dtype),
-        )
-    elif krylov is not None:
-        out["krylov"] = _sum_partials(
-            da.blockwise(
-                _krylov_kernel,
-                "ijl",
-                M,
-                "ij",
-                _small(krylov),
-                "jl",
-                single=single,
-                adjust_chunks={"i": 1},
-                dtype=np.float64,
-                meta=np.empty((0, 0, 0)),
-            )
-        )
+    nb, p = int(M.numblocks[0]), int(M.shape[1])
+    operands: list[Any] = []
+    if krylov is not None:
+        operands += [_small(krylov), "ja"]
     if keep is not None:
-        out["keep"] = da.blockwise(
-            _keep_kernel,
-            "il",
-            M,
-            "ij",
-            _small(keep),
-            "jl",
-            single=single,
-            dtype=np.float64,
-            meta=np.empty((0, 0)),
-        )
+        operands += [_small(keep), "jb"]
     if side is not None:
-        out["side"] = _sum_partials(
-            da.blockwise(
-                _side_kernel,
-                "ijl",
-                M,
-                "ij",
-                _big_side(side, M),
-                "il",
-                adjust_chunks={"i": 1},
-                dtype=np.float64,
-                meta=np.empty((0, 0, 0)),
-            )
-        )
-    if stats:
-        pairs = da.blockwise(
-            _stats_kernel,
-            "i",
-            M,
-            "ij",
-            adjust_chunks={"i": 1},
-            dtype=object,
-            meta=np.empty((0,), dtype=object),
-        )
-        nb = int(M.numblocks[0])
-        cols = _sum_partials(
-            pairs.map_blocks(
-                _first_of,
-                new_axis=[1, 2],
-                chunks=((1,) * nb, (3,), (M.shape[1],)),
-                dtype=np.float64,
-                meta=np.empty((0, 0, 0)),
-            )
-        )
-        rows = pairs.map_blocks(
-            _second_of,
-            new_axis=[1],
-            chunks=(M.chunks[0], (3,)),
+        operands += [_big_side(side, M), "ic"]
+    what = _Products(
+        gram=gram,
+        krylov=krylov is not None,
+        krylov_images=krylov is not None and krylov_images,
+        keep=keep is not None,
+        side=side is not None,
+        stats=stats,
+    )
+    out: dict[str, da.Array] = {}
+    if not what.parts():
+        return PassGraph(out)
+    # one task per chunk computes every product: the chunk is read, and dropped, once
+    fused = da.blockwise(
+        _pass_kernel,
+        "i",
+        M,
+        "ij",
+        *operands,
+        what=what,
+        single=single,
+        adjust_chunks={"i": 1},
+        dtype=object,
+        meta=np.empty((0,), dtype=object),
+    )
+    parts = what.parts()
+
+    def partials(part: str, depth: int, width: int) -> da.Array:
+        """The chunks' (1, depth, width) partials of ``part``, summed in chunk order."""
+        shape = ((1,) * nb, (depth,), (width,))
+        picked = fused.map_blocks(
+            _pick,
+            index=parts.index(part),
+            new_axis=[1, 2],
+            chunks=shape,
             dtype=np.float64,
-            meta=np.empty((0, 0)),
+            meta=np.empty((0, 0, 0)),
         )
+        return _sum_partials(picked)
+
+    def per_row(part: str, width: int, dtype: Any = np.float64) -> da.Array:
+        """The chunks' (rows, width) results of ``part``, stacked along ``M``'s rows."""
+        return fused.map_blocks(
+            _pick,
+            index=parts.index(part),
+            new_axis=[1],
+            chunks=(M.chunks[0], (width,)),
+            dtype=dtype,
+            meta=np.empty((0, 0), dtype=dtype),
+        )
+
+    if gram:
+        out["gram"] = partials("gram", p, p)
+    if krylov is not None:
+        a = int(krylov.shape[1])
+        out["krylov"] = partials("krylov", p, a)
+        if krylov_images:
+            img_dtype = _compute_dtype(np.empty(0, dtype=M.dtype), single)
+            out["krylov_image"] = per_row("krylov_image", a, img_dtype)
+    if keep is not None:
+        out["keep"] = per_row("keep", int(keep.shape[1]))
+    if side is not None:
+        out["side"] = partials("side", p, int(side.shape[1]))
+    if stats:
+        cols = partials("col_stats", 3, p)
+        rows = per_row("row_stats", 3)
         out["row_sum"] = rows[:, 0]
         out["col_sum"] = cols[0]
         out["row_sumsq"] = rows[:, 1]
