@@ -127,8 +127,9 @@ def _small(values: np.ndarray) -> da.Array:
 
 
 # ---------------------------------------------------------------------------- chunk kernels
-# One task per chunk and product: the chunk is cast to its compute dtype once, multiplied by a thin
-# block, and only the small result leaves the task.  The per-chunk partials of a reduction are
+# One task per chunk computes every product of the pass (``_pass_kernel``): for each, the chunk
+# is cast to its compute dtype, multiplied by a thin block, and only the small results leave
+# the task.  The per-chunk partials of a reduction are
 # added in chunk order by ``_ordered_sum`` (element-wise additions in a fixed order), so a
 # result does not depend on which worker computed which partial, nor on a recomputation after
 # a worker was lost: the same graph gives the same bits.  The kernels use only ``@``,
