@@ -247,42 +247,27 @@ def _compute_dtype(block: Any, single: bool) -> Any:
 
 
 @_quiet
-def _krylov_kernel(block: Any, V: Any, single: bool = False) -> Any:
-    dtype = _compute_dtype(block, single)
-    b = _as_aligned(block, dtype)
-    bV = b @ _as_aligned(_like(V, b), dtype)
-    return _host((b.T @ bV).astype(np.float64, copy=False)[None])
-
-
-@_quiet
-def _krylov_image_kernel(block: Any, V: Any, single: bool = False) -> Any:
-    """Both products of a Krylov step from one read of the chunk, as a one-element object
-    array holding ``(bᵀ(b V) (1, p, a) float64, b V (rows, a))``.
+def _krylov_kernel(block: Any, V: Any, single: bool = False) -> tuple[Any, Any]:
+    """Both products of a Krylov step from one read of the chunk:
+    ``(bᵀ(b V) (1, p, a) float64, b V (rows, a))``.
 
     ``b V`` is the chunk's part of the block's *image* ``M V``; keeping it lets the final
     scores (or loadings) come from the basis instead of another pass.  It stays in the
     dtype it was computed in (float32 at single precision: no information is lost).
     """
-    block, V = _joined(block), _joined(V)
     dtype = _compute_dtype(block, single)
     b = _as_aligned(block, dtype)
     bV = b @ _as_aligned(_like(V, b), dtype)
-    out = np.empty(1, dtype=object)
-    out[0] = (_host((b.T @ bV).astype(np.float64, copy=False)[None]), _host(bV))
-    return out
+    return _host((b.T @ bV).astype(np.float64, copy=False)[None]), _host(bV)
 
 
-def _first_of(pair: Any) -> Any:
-    return pair[0][0]
-
-
-def _second_of(pair: Any) -> Any:
-    return pair[0][1]
+def _pick(fused: Any, index: int) -> Any:
+    """Entry ``index`` of the tuple a one-element object array holds (a fused task's)."""
+    return fused[0][index]
 
 
 @_quiet
 def _keep_kernel(block: Any, W: Any, single: bool = False) -> Any:
-    block, W = _joined(block), _joined(W)
     dtype = _compute_dtype(block, single)
     b = _as_aligned(block, dtype)
     return _host((b @ _as_aligned(_like(W, b), dtype)).astype(np.float64, copy=False))
@@ -304,16 +289,15 @@ def _finite_part(block: Any) -> tuple[Any, Any]:
     return xp.where(bad, 0, block), bad
 
 
-def _stats_kernel(block: Any) -> Any:
-    """Both sides' statistics of one chunk from one finiteness check, as a one-element object
-    array holding ``(columns (1, 3, p), rows (rows, 3))``: sums, sums of squares and
-    non-finite counts along each side.
+def _stats_kernel(block: Any) -> tuple[Any, Any]:
+    """Both sides' statistics of one chunk from one finiteness check,
+    ``(columns (1, 3, p), rows (rows, 3))``: sums, sums of squares and non-finite counts
+    along each side.
 
     Sums accumulate in float64 straight from the stored dtype (no float64 copy of the chunk),
     over the chunk C-ordered and aligned (copied only when it is not: the order of the sums,
     and so their last bits, must not depend on how the chunk arrived).
     """
-    block = _joined(block)
     block = _as_aligned(block, block.dtype)
     xp = _namespace(block)
     clean, bad = _finite_part(block)
@@ -325,9 +309,7 @@ def _stats_kernel(block: Any) -> Any:
     rows[:, 0] = clean.sum(axis=1, dtype=np.float64)
     rows[:, 1] = xp.einsum("ij,ij->i", clean, clean, dtype=np.float64)
     rows[:, 2] = 0 if bad is None else bad.sum(axis=1)
-    out = np.empty(1, dtype=object)
-    out[0] = (_host(cols), _host(rows))
-    return out
+    return _host(cols), _host(rows)
 
 
 @dataclass(frozen=True)
@@ -366,24 +348,17 @@ def _pass_kernel(block: Any, *operands: Any, what: _Products, single: bool = Fal
     if what.gram:
         results.append(_gram_kernel(block))
     if what.krylov:
-        V = next(given)
-        if what.krylov_images:
-            results.extend(_krylov_image_kernel(block, V, single)[0])
-        else:
-            results.append(_krylov_kernel(block, V, single))
+        partial, image = _krylov_kernel(block, next(given), single)
+        results += [partial, image] if what.krylov_images else [partial]
     if what.keep:
         results.append(_keep_kernel(block, next(given), single))
     if what.side:
         results.append(_side_kernel(block, next(given)))
     if what.stats:
-        results.extend(_stats_kernel(block)[0])
+        results.extend(_stats_kernel(block))
     out = np.empty(1, dtype=object)
     out[0] = tuple(results)
     return out
-
-
-def _pick(fused: Any, index: int) -> Any:
-    return fused[0][index]
 
 
 def _ordered_sum(parts: Any, axis: Any = None, keepdims: bool = False) -> Any:

@@ -46,7 +46,7 @@ from typing import Any
 import dask.array as da
 import numpy as np
 
-from .._passes import _first_of, _second_of
+from .._passes import _pick
 from ..errors import ParameterError, ShapeError
 from ..io.chunks import ChunkDecoder
 from . import preprocess
@@ -772,10 +772,16 @@ def statistics_from_chunks(
         meta=np.empty((0,), dtype=object),
     )
     per_variant = pairs.map_blocks(
-        _first_of, new_axis=1, chunks=(rows, (k,)), dtype=np.float64, meta=np.empty((0, 0))
+        _pick,
+        index=0,
+        new_axis=1,
+        chunks=(rows, (k,)),
+        dtype=np.float64,
+        meta=np.empty((0, 0)),
     )
     per_sample = pairs.map_blocks(
-        _second_of,
+        _pick,
+        index=1,
         new_axis=1,
         chunks=((1,) * nb, (ns,)),
         dtype=np.int64,
