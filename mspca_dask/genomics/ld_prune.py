@@ -203,18 +203,21 @@ def _r2(rows: _Rows, r: np.ndarray, c: np.ndarray) -> np.ndarray:
     """
     y, called, inc = rows.y, rows.called, rows.incomplete
     s, m, nc = rows.total, rows.mean, rows.n_called
-    cov = (y[r] @ y[c].T).astype(np.float64)  # Σ y_i y_j
+    yr, yc = y[r], y[c]
+    cov = (yr @ yc.T).astype(np.float64)  # Σ y_i y_j
     y_c = np.repeat(s[r][:, None], len(c), axis=1)  # Σ y_i c_j
     c_y = np.repeat(s[c][None, :], len(r), axis=0)  # Σ c_i y_j
     c_c = np.minimum.outer(nc[r], nc[c])  # Σ c_i c_j when either row is complete
     ri, ci = np.flatnonzero(inc[r]), np.flatnonzero(inc[c])
+    # the masks of the rows with a missing call, in the calls' dtype
+    mr = called[r[ri]].astype(y.dtype)
+    mc = called[c[ci]].astype(y.dtype)
     if ci.size:
-        y_c[:, ci] = y[r] @ called[c[ci]].T.astype(y.dtype)
+        y_c[:, ci] = yr @ mc.T
     if ri.size:
-        c_y[ri] = called[r[ri]].astype(y.dtype) @ y[c].T
+        c_y[ri] = mr @ yc.T
     if ri.size and ci.size:
-        both = called[r[ri]].astype(y.dtype) @ called[c[ci]].T.astype(y.dtype)
-        c_c[np.ix_(ri, ci)] = both
+        c_c[np.ix_(ri, ci)] = mr @ mc.T
     cov -= y_c * m[c] + m[r][:, None] * c_y - np.multiply.outer(m[r], m[c]) * c_c
     scale = np.multiply.outer(rows.var[r], rows.var[c])
     with np.errstate(divide="ignore", invalid="ignore"):
