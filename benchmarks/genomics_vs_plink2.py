@@ -323,9 +323,9 @@ def _plain_pca_scores(sim: dict[str, Any], spill: Path) -> tuple[np.ndarray, dic
     ) as compact:
         X = _compact.standardized(compact, 2 * p, preprocess.patterson_scale(p))
         res = mspca_dask.fit(X, n_components=K, location=None, random_state=0)
-        # the plain eigenvectors' scores: ``res.scores`` gives a stable pair with displaced
-        # groups on its within-group spike instead
-        scores = np.asarray((X @ res.eigenvectors.T).compute(scheduler="threads"))
+        # plain PCA's axes: ``res.eigenvectors`` gives a stable pair with displaced groups
+        # its within-group spike instead
+        scores = np.asarray((X @ res.pca_eigenvectors.T).compute(scheduler="threads"))
     info = {
         "variants_kept": int(keep.sum()),
         "seconds": time.perf_counter() - t0,

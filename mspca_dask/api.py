@@ -309,6 +309,7 @@ def _result(
         diagnostics=out.diagnostics,
         eigenvalue_bounds=out.eigenvalue_bounds,
         eigenvectors=out.eigenvectors,
+        pca_eigenvectors=out.pca_eigenvectors,
         scores=out.scores,
         location=out.location,
         noise_variance=out.noise_variance,

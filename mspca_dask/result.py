@@ -126,9 +126,17 @@ class MSPCAResult:
         randomized solver drives it below its target for the eigenvalues above the bulk edge;
         bulk eigenvalues keep looser bounds.
     eigenvectors : (K, d) ndarray
-        Unit eigenvectors as rows, with deterministic signs.
+        The direction of each eigenpair, unit rows with deterministic signs: the top-K
+        eigenvectors of the covariance (:attr:`pca_eigenvectors`), except that a stable pair
+        carrying a covariance spike within displaced groups gets that spike's eigenvector,
+        the groups' shift removed.
     scores : (n, K) ndarray
         Sample scores ``(X - location) @ eigenvectors.T`` on all top-K eigenpairs.
+    pca_eigenvectors : (K, d) ndarray or None
+        The top-K eigenvectors of the covariance ``(X - location)ᵀ(X - location)/n`` as
+        rows, the partners of :attr:`eigenvalues`: plain PCA's axes (the same as
+        :attr:`eigenvectors` where no displaced group was found).  None in results written
+        before it was stored.
     location : (d,) ndarray or None
         Location subtracted from every sample before the analysis; None when the data
         were analysed as they are.
@@ -260,6 +268,7 @@ class MSPCAResult:
     pair_verdicts: np.ndarray | None = None
     groups: np.ndarray | None = None
     group_p_value: float | None = None
+    pca_eigenvectors: np.ndarray | None = None
 
     # ---------------------------------------------------------------- validation
     def __post_init__(self) -> None:
@@ -295,6 +304,7 @@ class MSPCAResult:
             "eigenvector_overlap": (K,),
             "eigenvalue_bounds": (K,),
             "eigenvectors": (K, d),
+            "pca_eigenvectors": (K, d),
             "scores": (n, K),
             "location": (d,),
             "knockoff_match": (B, K),
@@ -312,6 +322,7 @@ class MSPCAResult:
                 "shift_z",
                 "pair_verdicts",
                 "groups",
+                "pca_eigenvectors",
                 "sample_coords",
                 "feature_coords",
             ):

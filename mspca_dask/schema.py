@@ -294,8 +294,19 @@ RESULT_VARIABLES: dict[str, VariableSpec] = {
         (COMPONENT_DIM, FEATURE_DIM),
         "f",
         True,
-        "Unit eigenvectors (rows) of all top-K eigenpairs, deterministic signs.",
+        "Direction (unit rows, deterministic signs) of each top-K eigenpair: pca_eigenvector, "
+        "or for a stable pair carrying a spike within displaced groups that spike's "
+        "eigenvector (the shift removed).",
         field="eigenvectors",
+    ),
+    "pca_eigenvector": VariableSpec(
+        (COMPONENT_DIM, FEATURE_DIM),
+        "f",
+        False,
+        "The covariance's own top-K eigenvectors (rows), partners of eigenvalue: plain PCA's "
+        "axes; eigenvector differs from it where a stable pair carries a within-group spike "
+        "(absent in results written before it was stored).",
+        field="pca_eigenvectors",
     ),
     "score": VariableSpec(
         (SAMPLE_DIM, COMPONENT_DIM),

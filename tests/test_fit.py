@@ -187,11 +187,15 @@ def test_fit__matches_dense_reference(small, exact_primal_fit, solver, orientati
     # a stable pair with displaced groups is reported with the groups' shift removed; every
     # other pair is the eigenpair itself
     raw = spikes & ~(res.stable & res.displaced.any())
+    np.testing.assert_array_equal(res.eigenvectors[raw], res.pca_eigenvectors[raw])
     V = res.eigenvectors.T[:, raw]
+    # plain PCA's axes are kept for every pair: the covariance's own eigenvectors
+    V_pca = res.pca_eigenvectors.T[:, spikes]
     if solver == "exact":
         np.testing.assert_allclose(res.eigenvalues[spikes], ref["eigenvalues"][spikes], rtol=1e-8)
         np.testing.assert_allclose(res.knockoff_eigenvalues_all, ref["knockoff"], rtol=1e-8)
         np.testing.assert_allclose(V, _align_signs(V, ref["vectors"][:, raw]), atol=1e-6)
+        np.testing.assert_allclose(V_pca, _align_signs(V_pca, ref["vectors"][:, spikes]), atol=1e-6)
         np.testing.assert_allclose(
             res.scores[:, raw],
             _align_signs(res.scores[:, raw], ref["scores"][:, raw]),
@@ -210,6 +214,7 @@ def test_fit__matches_dense_reference(small, exact_primal_fit, solver, orientati
         np.testing.assert_allclose(top, ref["knockoff"][:, :6][:, spikes], atol=res.threshold / 10)
         cos = np.abs(np.sum(V * ref["vectors"][:, raw], axis=0))
         assert np.all(cos > 1 - 1e-4)
+        assert np.all(np.abs(np.sum(V_pca * ref["vectors"][:, spikes], axis=0)) > 1 - 1e-4)
         # eigenvectors to |cos| 1 - 1e-4 move the scores by about 1 % of their noise: the
         # shift statistics, N(0, 1) deviates, agree to a few hundredths
         np.testing.assert_allclose(

@@ -41,7 +41,12 @@ REASONS = [
 #: Two displaced groups: samples 0, 5, 10, 15 in group 1 and 3, 13 in group 2.
 GROUPS = np.where(np.arange(N) % 5 == 0, 1, np.where(np.arange(N) % 10 == 3, 2, 0))
 #: The fields a result written before the verdict, its groups and their test were stored lacks.
-OLD_STYLE = {"pair_verdicts": None, "groups": None, "group_p_value": None}
+OLD_STYLE = {
+    "pair_verdicts": None,
+    "groups": None,
+    "group_p_value": None,
+    "pca_eigenvectors": None,
+}
 
 
 def make_result(
@@ -70,6 +75,7 @@ def make_result(
         "eigenvector_overlap": np.array([0.999, 0.41, 0.97, 0.6]),
         "eigenvalue_bounds": np.array([0.0, 1e-4, 2e-5, 0.0]),
         "eigenvectors": V,
+        "pca_eigenvectors": V[::-1].copy(),
         "scores": (X - (0 if loc is None else loc)) @ V.T,
         "location": loc,
         "noise_variance": 1.0625,

@@ -79,7 +79,8 @@ class FitOutput:
     shift_z: np.ndarray  # (K,)
     diagnostics: str | None
     eigenvalue_bounds: np.ndarray  # (K,)
-    eigenvectors: np.ndarray  # (K, d)
+    eigenvectors: np.ndarray  # (K, d): a stable pair's within-group spike where one was found
+    pca_eigenvectors: np.ndarray  # (K, d): the covariance's own top-K eigenvectors
     scores: np.ndarray  # (n, K)
     location: np.ndarray | None  # (d,)
     noise_variance: float
@@ -569,6 +570,7 @@ def _finish(
         overlaps=overlaps,
     )
     stable = verdict.pairs.stable
+    pca_components = components
     if within is not None:
         # a stable pair's component is the within-group spike it carries: the shift removed
         slots = np.flatnonzero(verdict.pairs.carried >= 0)
@@ -600,6 +602,7 @@ def _finish(
         diagnostics="\n".join(diagnostics) or None,
         eigenvalue_bounds=reported.bounds,
         eigenvectors=components,
+        pca_eigenvectors=pca_components,
         scores=scores,
         location=centre.mu,
         noise_variance=s2,
