@@ -22,21 +22,15 @@ the group holding the pinned (reference) rows, else the largest.
 from __future__ import annotations
 
 import math
-import os
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
-from threadpoolctl import threadpool_limits
 
 from .levels import MAX_GROUPS, MAX_TEST_ROWS, MIN_GROUP_ROWS
 from .mixture import TOL_GROUPS, fit_mixture, select_mixture
 from .twins import critical_bandwidth, unimodal_twins
 
 __all__ = ["GroupFit", "fit_groups", "independent_axes"]
-
-#: Most threads drawing twins at once.
-MAX_THREADS = 8
 
 
 @dataclass(frozen=True)
@@ -111,19 +105,13 @@ def _first_twin_reaching(
 ) -> int:
     """The number (from 1) of the first twin whose gain reaches ``statistic``; 0 if none.
 
-    Twins are drawn a batch at a time, one per core (NumPy releases the GIL in its loops), and
-    drawing stops after the first batch holding one that reaches the data.
+    Twins are drawn one after another and drawing stops at the first that reaches the data.
+    (Threads drawing twins side by side gained nothing: an EM step is many small NumPy
+    calls, bound by the interpreter, and its products are too small for BLAS threads.)
     """
-    workers = max(1, min(n_twins, os.cpu_count() or 1, MAX_THREADS))
-    # one BLAS thread per twin: their products are small, and BLAS threads on top of the
-    # twins' own oversubscribe the cores (a 10-column test took 1.8 times as long)
-    with threadpool_limits(limits=1, user_api="blas"), ThreadPoolExecutor(workers) as pool:
-        for first in range(1, n_twins + 1, workers):
-            batch = range(first, min(first + workers, n_twins + 1))
-            gains = list(pool.map(lambda i: _twin_gain(Ts, pin, bandwidths, seed, i), batch))
-            for i, gain in zip(batch, gains, strict=True):
-                if gain >= statistic:
-                    return i
+    for i in range(1, n_twins + 1):
+        if _twin_gain(Ts, pin, bandwidths, seed, i) >= statistic:
+            return i
     return 0
 
 

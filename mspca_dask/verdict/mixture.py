@@ -104,7 +104,49 @@ def _log_sum(logp: np.ndarray) -> np.ndarray:
 
 def _nearest(T: np.ndarray, centres: np.ndarray) -> np.ndarray:
     """(n,) the nearest centre of each row (Euclidean, on standardised scores)."""
-    return np.argmin(((T[:, None, :] - centres[None]) ** 2).sum(axis=2), axis=1)
+    # ‖t − c‖² less the rows' own ‖t‖², which does not change the nearest
+    return np.argmin((centres * centres).sum(axis=1)[None, :] - 2.0 * (T @ centres.T), axis=1)
+
+
+class _Products:
+    """The rows' second moments, packed once for every EM step of every fit on them.
+
+    Each EM step then needs only products with these: the groups' scatters are
+    ``Σᵢ rᵢ tᵢtᵢᵀ − n_g μ_g μ_gᵀ`` and the quadratic forms ``(tᵢ − μ)ᵀP(tᵢ − μ)`` are
+    ``⟨P, tᵢtᵢᵀ⟩ − 2 (Pμ)ᵀtᵢ + μᵀPμ``: two matrix products per step instead of a (G, k, n)
+    array built and reduced twice (several times faster on 4000 rows in ten dimensions).
+    """
+
+    def __init__(self, T: np.ndarray) -> None:
+        n, k = T.shape
+        self.T = np.ascontiguousarray(T, dtype=float)
+        self.upper = np.triu_indices(k)
+        # (n, k(k+1)/2): tᵢₐtᵢ_b for a ≤ b, off-diagonal terms counted twice in ⟨P, tᵢtᵢᵀ⟩
+        self.outer = self.T[:, self.upper[0]] * self.T[:, self.upper[1]]
+        self.twice = np.where(self.upper[0] == self.upper[1], 1.0, 2.0)
+        self.floor = _FLOOR * np.diag(np.atleast_2d(np.cov(T, rowvar=False))).mean() * np.eye(k)
+
+    def scatters(self, R: np.ndarray, nk: np.ndarray, means: np.ndarray) -> np.ndarray:
+        """(G, k, k) each group's weighted scatter about its mean (``R``: (G, n))."""
+        G, k = means.shape
+        packed = R @ self.outer
+        raw = np.empty((G, k, k))
+        raw[:, self.upper[0], self.upper[1]] = packed
+        raw[:, self.upper[1], self.upper[0]] = packed
+        return raw - nk[:, None, None] * (means[:, :, None] * means[:, None, :])
+
+    def log_densities(self, means: np.ndarray, covs: np.ndarray) -> np.ndarray:
+        """(G, n) log-density of every row under every group (:func:`_log_densities`)."""
+        k = means.shape[1]
+        L = np.linalg.cholesky(covs)
+        Linv = np.linalg.inv(L)
+        P = Linv.transpose(0, 2, 1) @ Linv  # (G, k, k) precisions
+        Pm = np.einsum("gij,gj->gi", P, means)
+        quad = (P[:, self.upper[0], self.upper[1]] * self.twice) @ self.outer.T
+        quad -= 2.0 * (Pm @ self.T.T)
+        quad += np.einsum("gi,gi->g", Pm, means)[:, None]
+        logdet = np.sum(np.log(np.diagonal(L, axis1=1, axis2=2)), axis=1)
+        return -0.5 * np.maximum(quad, 0.0) - (logdet + 0.5 * k * np.log(2 * np.pi))[:, None]
 
 
 def fit_mixture(
@@ -115,6 +157,7 @@ def fit_mixture(
     centres: np.ndarray | None = None,
     form: str = "full",
     tol: float = _TOL,
+    products: _Products | None = None,
 ) -> Mixture:
     """Fit a ``n_groups``-group Gaussian mixture to the rows of ``T`` by EM.
 
@@ -133,9 +176,11 @@ def fit_mixture(
         Each group its own covariance, or one shape scaled per group (``Σ_g = s_g Σ``).
     tol : float
         EM stops when the mean log-likelihood per row improves by less than this.
+    products : _Products or None
+        ``T``'s packed second moments, when several fits share them.
     """
     n, k = T.shape
-    floor = _FLOOR * np.diag(np.atleast_2d(np.cov(T, rowvar=False))).mean() * np.eye(k)
+    rows = _Products(T) if products is None else products
     if n_groups == 1:
         R = np.ones((1, n))
     else:
@@ -148,24 +193,24 @@ def fit_mixture(
         if pinned is not None and np.any(pinned):
             labels[pinned] = 0  # group 0 starts at (and holds) the pinned rows
         R = np.eye(n_groups)[labels].T
-    Tt = np.ascontiguousarray(T.T)
     previous = -np.inf
     loglik = -np.inf
     for _ in range(_MAX_ITER if n_groups > 1 else 1):
         nk = R.sum(axis=1) + 1e-12
         weights = nk / n
-        means = (R @ T) / nk[:, None]
-        # every group's weighted scatter in one batched product: (G, k, n) @ (G, n, k)
-        D = Tt[None] - means[:, :, None]
-        scatter = (D * R[:, None, :]) @ D.transpose(0, 2, 1)
+        means = (R @ rows.T) / nk[:, None]
+        scatter = rows.scatters(R, nk, means)
         if form == "proportional":
-            covs = _proportional(scatter, nk) + floor
+            covs = _proportional(scatter, nk) + rows.floor
         else:
-            covs = scatter / nk[:, None, None] + floor
-        logp = _log_densities(Tt, means, covs) + np.log(np.maximum(weights, 1e-300))[:, None]
-        norm = _log_sum(logp)
-        loglik = float(norm.sum())
-        R = np.exp(logp - norm)
+            covs = scatter / nk[:, None, None] + rows.floor
+        logp = rows.log_densities(means, covs) + np.log(np.maximum(weights, 1e-300))[:, None]
+        # responsibilities and the log-likelihood from one exponential of the (G, n) array
+        top = logp.max(axis=0)
+        R = np.exp(logp - top)
+        total = R.sum(axis=0)
+        R /= total
+        loglik = float(np.sum(top + np.log(total)))
         if pinned is not None and np.any(pinned):
             R[:, pinned] = 0.0
             R[0, pinned] = 1.0
@@ -212,13 +257,14 @@ def select_mixture(
     statistic cheap on data with no group and is applied to the data and to its twins alike.
     """
     n = T.shape[0]
-    one = fit_mixture(T, 1, pinned=pinned, tol=tol)
+    rows = _Products(T)
+    one = fit_mixture(T, 1, pinned=pinned, tol=tol, products=rows)
     best = one
     for form in ("proportional", "full"):
         current = one
         for G in range(2, max_groups + 1):
             fits = [
-                fit_mixture(T, G, pinned=pinned, centres=centres, form=form, tol=tol)
+                fit_mixture(T, G, pinned=pinned, centres=centres, form=form, tol=tol, products=rows)
                 for centres in _starts(T, current, pinned)
             ]
             # a group of fewer rows has no variance of its own (its density is the floor's):
