@@ -229,7 +229,7 @@ PARAMETERS: dict[str, Param] = {
         Param(
             "tol",
             "float",
-            "eigenvalue accuracy the randomized solver certifies (default: eps / 10)",
+            "eigenvalue accuracy the randomized solver certifies (default: 0.1 sigma^2 / sqrt(n))",
             low=0,
             closed="neither",
             none_ok=True,

@@ -109,7 +109,8 @@ def fit(
         eigenvalue does so with probability ``P(TW₁ > edge_margin)``); the within-group
         covariance's spikes must exceed its own edge by as many.
     tol : float, optional
-        Eigenvalue accuracy the randomized solver certifies (default ``ε/10``).
+        Eigenvalue accuracy the randomized solver certifies (default ``0.1 σ² n^{-1/2}``,
+        :func:`mspca_dask.rmt.eigenvalue_tolerance`).
     max_passes : int
         Pass budget of the randomized solver; reaching it warns with the bound reached.
     oversampling : int

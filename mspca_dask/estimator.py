@@ -136,8 +136,8 @@ class MeanShiftPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstima
         A candidate spike must exceed the Marchenko–Pastur bulk edge by this many
         Tracy–Widom units (``>= 0``); the within-group covariance's spikes its own edge.
     tol : float or None, default=None
-        Eigenvalue accuracy (``> 0``) the randomized solver certifies; ``None`` derives it
-        from the invariance radius (``ε / 10``).
+        Eigenvalue accuracy (``> 0``) the randomized solver certifies; ``None``:
+        ``0.1 σ² n^{-1/2}`` (:func:`mspca_dask.rmt.eigenvalue_tolerance`).
     max_passes : int, default=40
         Pass budget of the randomized solver (``>= 2``).
     oversampling : int, default=10

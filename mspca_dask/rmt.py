@@ -49,6 +49,7 @@ __all__ = [
     "tracy_widom_sf",
     "knockoff_strength",
     "invariance_threshold",
+    "eigenvalue_tolerance",
     "estimate_noise_variance",
 ]
 
@@ -377,6 +378,17 @@ def invariance_threshold(
     if scale <= 0:
         raise ValueError(f"threshold scale must be > 0, got {scale}")
     return float(scale * noise_variance / np.sqrt(n_samples))
+
+
+def eigenvalue_tolerance(n_samples: int, noise_variance: float = 1.0) -> float:
+    """Default accuracy of the certified eigenvalues: ``0.1 σ² n^{-1/2}``.
+
+    A tenth of the scale of an eigenvalue's own sampling error at the noise level (its
+    standard deviation is about ``λ √(2/n)``): finer than the data can tell, at any ``c``.
+    """
+    if n_samples < 1:
+        raise ValueError(f"need n_samples >= 1, got {n_samples}")
+    return float(0.1 * noise_variance / np.sqrt(n_samples))
 
 
 def estimate_noise_variance(

@@ -134,6 +134,15 @@ def test_invariance_threshold__paper_default_and_explicit_scale():
         rmt.invariance_threshold(400, 0.5, scale=0.0)
 
 
+@given(n=st.integers(1, 10**7), s2=noise)
+def test_eigenvalue_tolerance__a_tenth_of_the_noise_scale_of_sampling_error(n, s2):
+    tol = rmt.eigenvalue_tolerance(n, s2)
+    assert tol == pytest.approx(0.1 * s2 / np.sqrt(n))
+    # never looser than the knockoff's own tenth of its invariance radius, at any c
+    for c in (0.01, 0.5, 1.0, 10.0):
+        assert tol <= rmt.invariance_threshold(n, c, s2) / 10 * (1 + 1e-12)
+
+
 @pytest.mark.parametrize("bad", [0.0, -1.0, np.inf, np.nan])
 def test_rmt__rejects_bad_aspect_ratio(bad):
     with pytest.raises(ValueError, match="aspect ratio"):

@@ -10,9 +10,10 @@ The flow, each numbered pass being one read of the data:
    (:func:`~mspca_dask.verdict.fit_groups`), the location is the inliers' group mean, and one
    more pass computes the location (dual) or the images of the groups found (primal, only
    when there are any: they give the knockoffs group-aware memberships).
-3. **Further Krylov passes** (randomized solver) until every eigenvalue above the bulk edge,
-   of the original *and* of every knockoff spectrum, is certified to within ``ε/10``.  The
-   knockoffs are rank-one terms ``γ' m'ᵀ`` applied algebraically: no pass is added for them.
+3. **Further Krylov passes** (randomized solver) until every eigenvalue of the original
+   spectrum above the bulk edge is certified to within ``tol`` (by default ``0.1 σ² n^{-1/2}``,
+   :func:`~mspca_dask.rmt.eigenvalue_tolerance`).  The knockoffs are rank-one terms
+   ``γ' m'ᵀ`` applied algebraically: no pass is added for them.
 4. **Output pass** — sample scores (or, in the dual orientation, feature loadings); the
    randomized solver takes them from the images of its Krylov basis kept by the passes
    and then skips this pass.  The verdict (:func:`~mspca_dask.verdict.decide`) then runs on
@@ -465,7 +466,7 @@ def _converge(
         s2 = fit.noise(spec.values, base_terms, m)
         eps = rmt.invariance_threshold(fit.n, fit.c, s2, prm.threshold_scale)
         strength = rmt.knockoff_strength(spec.values[0], fit.c, s2, prm.knockoff_factor)
-        tol = prm.tol if prm.tol is not None else eps / 10
+        tol = prm.tol if prm.tol is not None else rmt.eigenvalue_tolerance(fit.n, s2)
         # The iteration waits for the original spectrum alone, which the verdict reads; the
         # knockoff spectra decide nothing and are computed once, from the final basis, and
         # reported with their own bounds.

@@ -560,23 +560,22 @@ class KrylovSpectra:
         """Whether the next thin products may run at float32 on float32 chunks.
 
         Only while the estimated float32 rounding stays below a tenth of the accuracy the
-        fit aims at (``tol``, by default a tenth of the threshold ε), with ε evaluated at the
-        average feature variance: an upper estimate of the noise variance known from the
-        first pass, before any spectrum, which does not depend on the location (the mean
-        cancels in the products only in exact arithmetic).  Otherwise — e.g. data whose mean
-        is far larger than their spread — the chunks are up-cast to float64.  ``image_norm``:
-        see :meth:`_rounding`.
+        fit aims at (``tol``, by default :func:`~mspca_dask.rmt.eigenvalue_tolerance`),
+        evaluated at the average feature variance: an upper estimate of the noise variance
+        known from the first pass, before any spectrum, which does not depend on the location
+        (the mean cancels in the products only in exact arithmetic).  Otherwise — e.g. data
+        whose mean is far larger than their spread — the chunks are up-cast to float64.
+        ``image_norm``: see :meth:`_rounding`.
         """
         plan, prm = self.plan, self.plan.params
         if not self._float32_possible():
             return False
         if self.provisional:
             return True
-        n, d = plan.n_samples, plan.n_features
         if prm.tol is not None:
             target = prm.tol
         else:
-            target = rmt.invariance_threshold(n, d / n, self._spread(), prm.threshold_scale) / 10
+            target = rmt.eigenvalue_tolerance(plan.n_samples, self._spread())
         return self._rounding(float(np.finfo(np.float32).eps) / 2, image_norm) <= target / 10
 
     def _float32_possible(self) -> bool:
