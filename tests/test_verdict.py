@@ -21,6 +21,7 @@ from mspca_dask.verdict import (
     judge_pairs,
     knockoff_report,
     match_spikes,
+    mixture,
     shift_statistics,
 )
 from mspca_dask.verdict.groups import independent_axes
@@ -102,6 +103,30 @@ def test_mixture_gives_each_of_many_small_far_groups_its_own_group():
 
 
 # ---------------------------------------------------------------- the twins
+
+
+@pytest.mark.parametrize("pinned_rows", [0, 120])
+def test_mixture_starts_do_not_depend_on_the_sign_of_an_eigenvector(monkeypatch, pinned_rows):
+    # an eigenvector's sign is arbitrary (a rounding difference flips it); with pinned rows the
+    # split start once put the new group on whichever side the sign gave, and a group of 15
+    # free rows was found or missed by chance
+    rng = np.random.default_rng(3)
+    n, k = 135, 5
+    T = rng.standard_normal((n, k))
+    pinned = np.arange(n) < pinned_rows
+    T[~pinned] += 1.5
+    best = fit_mixture(T, 2, pinned=pinned if pinned_rows else None)
+    before = mixture._starts(T, best, pinned if pinned_rows else None)
+    eigh = np.linalg.eigh
+
+    def flipped(a):
+        w, V = eigh(a)
+        return w, -V
+
+    monkeypatch.setattr(mixture.np.linalg, "eigh", flipped)
+    after = mixture._starts(T, best, pinned if pinned_rows else None)
+    for a, b in zip(before, after, strict=True):
+        np.testing.assert_allclose(a, b, atol=1e-12)
 
 
 def test_twins_keep_mean_and_variance():

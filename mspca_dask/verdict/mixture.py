@@ -291,13 +291,22 @@ def _starts(T: np.ndarray, best: Mixture, pinned: np.ndarray | None) -> list[np.
     w, V = np.linalg.eigh(best.covariances)  # ascending, per group
     widest = int(np.argmax(best.weights * w.sum(axis=1)))
     elongated = int(np.argmax(w[:, -1]))
+    pinned_mean = T[pinned].mean(axis=0) if pinned is not None and np.any(pinned) else None
     starts = [worst]
     for g in dict.fromkeys((widest, elongated)):
-        step = np.sqrt(max(w[g, -1], 0.0)) * V[g, :, -1]
+        axis = V[g, :, -1]
+        # an eigenvector's sign is arbitrary (rounding can flip it): fix it, then, with a
+        # reference, start the new group on the side away from it, where group 0 (reset
+        # to the reference below) cannot take it
+        step = np.sqrt(max(w[g, -1], 0.0)) * axis * np.sign(axis[np.argmax(np.abs(axis))])
+        if pinned_mean is not None:
+            away = np.sum((best.means[g] + step - pinned_mean) ** 2)
+            if away > np.sum((best.means[g] - step - pinned_mean) ** 2):
+                step = -step
         split = np.vstack([best.means, best.means[g] - step])
         split[g] = best.means[g] + step
         starts.append(split)
-    if pinned is not None and np.any(pinned):
+    if pinned_mean is not None:
         for c in starts:
-            c[0] = T[pinned].mean(axis=0)  # the inliers' group starts at the reference
+            c[0] = pinned_mean  # the inliers' group starts at the reference
     return starts
