@@ -1000,9 +1000,14 @@ def paper_markdown(payload: dict, stored: Path) -> list[str]:
     if not results:
         return []
     meta = payload["meta"]
-    trials = sorted({r["trials"] for r in results}, reverse=True)
-    command = "python benchmarks/accuracy.py" + (
-        f" --trials {trials[0]}" if trials[0] != 200 else ""
+    # the command that ran: the paper's rows have --trials, the other rows --extra-trials
+    paper_rows = [r["trials"] for r in results if r["scenario"].startswith("paper ")]
+    other_rows = [r["trials"] for r in results if not r["scenario"].startswith("paper ")]
+    paper, extra = max(paper_rows, default=200), max(other_rows, default=50)
+    command = (
+        "python benchmarks/accuracy.py"
+        + (f" --trials {paper}" if paper != 200 else "")
+        + (f" --extra-trials {extra}" if extra != 50 else "")
     )
     lines = [
         "## The paper's setting",
