@@ -73,7 +73,12 @@ SCORE_COMMAND = (
 
 
 def _number(x: float) -> str:
-    return repr(float(x))  # shortest text that reads back as the same double
+    """The shortest text that reads back as the same double.
+
+    Callers pass Python floats from one ``tolist()``: formatting NumPy scalars one by one
+    took several times as long on a weight file's million numbers.
+    """
+    return repr(float(x))
 
 
 def _write_lines(path: Path, lines: Iterable[str]) -> None:
@@ -152,14 +157,14 @@ def write_plink2_files(ds: xr.Dataset, directory: Path) -> list[Path]:
         [
             "\t".join(["#FID", "IID", *pcs]),
             *(
-                "\t".join([f, i, *map(repr, row)])
+                "\t".join([f, i, *map(_number, row)])
                 for f, i, row in zip(fid, iid, scores.tolist(), strict=True)
             ),
         ],
     )
     written.append(path)
     path = directory / "pca.eigenval"
-    _write_lines(path, (_number(v) for v in np.asarray(ds["eigenvalue"].values, float)))
+    _write_lines(path, map(_number, np.asarray(ds["eigenvalue"].values, float).tolist()))
     written.append(path)
 
     W, reason = allele_weights(ds)
@@ -174,14 +179,12 @@ def write_plink2_files(ds: xr.Dataset, directory: Path) -> list[Path]:
 
     def weight_lines() -> Iterable[str]:
         yield "\t".join(["#CHROM", "ID", "REF", "ALT", "A1", *pcs])
-        # Python floats (one tolist): repr of each is the shortest text that reads back as
-        # the same double, several times faster than formatting NumPy scalars one by one
         rows = (W / 2).tolist()
         for chrom, vid, (ref, alt), w in zip(contig, ids, alleles, rows, strict=True):
             # the REF line standardises 2 − g, i.e. −(g − 2c)/σ: with weight −W/2 it adds
             # what the ALT line adds with +W/2, together W (g − 2c)/σ
             head = f"{chrom}\t{vid}\t{ref}\t{alt}"
-            text = [repr(x) for x in w]
+            text = [_number(x) for x in w]
             yield "\t".join([head, ref, *(t[1:] if t[0] == "-" else "-" + t for t in text)])
             yield "\t".join([head, alt, *text])
 
@@ -195,7 +198,7 @@ def write_plink2_files(ds: xr.Dataset, directory: Path) -> list[Path]:
             "#CHROM\tID\tREF\tALT\tALT_FREQS",
             *(
                 f"{chrom}\t{vid}\t{ref}\t{alt}\t{_number(p)}"
-                for chrom, vid, (ref, alt), p in zip(contig, ids, alleles, c, strict=True)
+                for chrom, vid, (ref, alt), p in zip(contig, ids, alleles, c.tolist(), strict=True)
             ),
         ],
     )
