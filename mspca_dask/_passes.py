@@ -127,16 +127,15 @@ def _small(values: np.ndarray) -> da.Array:
 
 
 # ---------------------------------------------------------------------------- chunk kernels
-# One task per chunk computes every product of the pass (``_pass_kernel``): for each, the chunk
-# is cast to its compute dtype, multiplied by a thin block, and only the small results leave
-# the task.  The per-chunk partials of a reduction are
-# added in chunk order by ``_ordered_sum`` (element-wise additions in a fixed order), so a
-# result does not depend on which worker computed which partial, nor on a recomputation after
-# a worker was lost: the same graph gives the same bits.  The kernels use only ``@``,
-# ``.T``, ``astype``, indexing and functions of the chunk's own array module
-# (:func:`_namespace`), so CuPy-backed chunks run them on their device: the small operand is
-# copied to the chunk's device (:func:`_like`) and only the small result comes back to host
-# memory (:func:`_host`), inside the task, so everything past the kernels is NumPy.
+# One task per chunk computes every product of the pass (``_pass_kernel``): for each, the chunk is
+# cast to its compute dtype, multiplied by a thin block, and only the small results leave the task.
+# The per-chunk partials of a reduction are added in chunk order by ``_ordered_sum`` (element-wise
+# additions in a fixed order), so a result does not depend on which worker computed which partial,
+# nor on a recomputation after a worker was lost: the same graph gives the same bits.  The kernels
+# use only ``@``, ``.T``, ``astype``, indexing and functions of the chunk's own array module
+# (:func:`_namespace`), so CuPy-backed chunks run them on their device: the small operand is copied
+# to the chunk's device (:func:`_like`) and only the small result comes back to host memory
+# (:func:`_host`), inside the task, so everything past the kernels is NumPy.
 
 
 def _as_aligned(block: Any, dtype: Any = np.float64) -> Any:

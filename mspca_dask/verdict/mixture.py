@@ -118,11 +118,11 @@ class _Products:
     """
 
     def __init__(self, T: np.ndarray) -> None:
-        n, k = T.shape
-        self.T = np.ascontiguousarray(T, dtype=float)
+        k = T.shape[1]
+        self.scores = np.ascontiguousarray(T, dtype=float)  # (n, k)
         self.upper = np.triu_indices(k)
         # (n, k(k+1)/2): tᵢₐtᵢ_b for a ≤ b, off-diagonal terms counted twice in ⟨P, tᵢtᵢᵀ⟩
-        self.outer = self.T[:, self.upper[0]] * self.T[:, self.upper[1]]
+        self.outer = self.scores[:, self.upper[0]] * self.scores[:, self.upper[1]]
         self.twice = np.where(self.upper[0] == self.upper[1], 1.0, 2.0)
         self.floor = _FLOOR * np.diag(np.atleast_2d(np.cov(T, rowvar=False))).mean() * np.eye(k)
 
@@ -143,7 +143,7 @@ class _Products:
         P = Linv.transpose(0, 2, 1) @ Linv  # (G, k, k) precisions
         Pm = np.einsum("gij,gj->gi", P, means)
         quad = (P[:, self.upper[0], self.upper[1]] * self.twice) @ self.outer.T
-        quad -= 2.0 * (Pm @ self.T.T)
+        quad -= 2.0 * (Pm @ self.scores.T)
         quad += np.einsum("gi,gi->g", Pm, means)[:, None]
         logdet = np.sum(np.log(np.diagonal(L, axis1=1, axis2=2)), axis=1)
         return -0.5 * np.maximum(quad, 0.0) - (logdet + 0.5 * k * np.log(2 * np.pi))[:, None]
@@ -198,7 +198,7 @@ def fit_mixture(
     for _ in range(_MAX_ITER if n_groups > 1 else 1):
         nk = R.sum(axis=1) + 1e-12
         weights = nk / n
-        means = (R @ rows.T) / nk[:, None]
+        means = (R @ rows.scores) / nk[:, None]
         scatter = rows.scatters(R, nk, means)
         if form == "proportional":
             covs = _proportional(scatter, nk) + rows.floor
