@@ -43,15 +43,15 @@ def reference_mspca(
     ``tests/test_verdict.py``.
 
     ``auto``: ``location`` came from ``location="auto"``; the groups that the group test finds
-    on the mean-centred data's candidate scores join every knockoff's membership and are the
-    verdict's groups.  Otherwise the group test runs on the candidates' scores about
-    ``location``.
+    on the mean-centred data's candidate scores are the verdict's groups.  Otherwise the group
+    test runs on the candidates' scores about ``location``.  The knockoffs are the paper's:
+    random directions over the random (or whole) membership, whatever the groups.
     """
     n, d = X.shape
     c = d / n
     seed = random_state % 2**32
     Xl = X - location[None, :] if location is not None else X.copy()
-    _sketch, s_dir, s_memb, s_groups = np.random.SeedSequence(random_state).spawn(4)
+    _sketch, s_dir, s_memb = np.random.SeedSequence(random_state).spawn(3)
     dirs = np.random.default_rng(s_dir).standard_normal((d, B))
     dirs /= np.linalg.norm(dirs, axis=0)
     memb = np.ones((n, B))
@@ -72,9 +72,6 @@ def reference_mspca(
         groups = (
             fit_groups(Xc @ U0[:, :k0], level=alpha, seed=seed) if k0 else GroupFit.none(n, alpha)
         )
-        if groups.found:
-            r = 3.0 * np.random.default_rng(s_groups).standard_normal((groups.n_groups - 1, B))
-            memb = memb + groups.indicators() @ r
     w, V = np.linalg.eigh(Xl.T @ Xl / n)
     lam, U = w[::-1][:K], flip_signs(V[:, ::-1][:, :K])
     s2 = rmt.estimate_noise_variance(float(np.sum(Xl**2)) / n, lam, n, d)
@@ -233,6 +230,28 @@ def test_fit__matches_dense_reference(small, exact_primal_fit, solver, orientati
     np.testing.assert_array_equal(res.verdicts, base.verdicts)
     assert res.components.shape == base.components.shape
     assert np.all(np.abs(np.sum(res.components * base.components, axis=1)) > 1 - 1e-4)
+
+
+@pytest.mark.parametrize(
+    ("n", "d", "chunks"), [(4000, 400, (1000, -1)), (1500, 3000, (-1, 750))], ids=["primal", "dual"]
+)
+def test_fit__auto_location_costs_at_most_one_pass_more_than_none(n, d, chunks):
+    # The location step changes the operator by a low-rank term, not its Krylov basis: the
+    # stopping rules go on from the earlier blocks' Ritz values instead of starting again.
+    c = d / n
+    X = make_spiked_mixture(
+        n,
+        d,
+        covariance_spikes=(3 * max(1.0, math.sqrt(c)),),
+        mean_shift_weights=(0.1,),
+        mean_shift_strengths=(5 * max(1.0, math.sqrt(c)),),
+        random_state=0,
+    ).to_numpy()
+    A = da.from_array(X.astype(np.float32), chunks=chunks)
+    auto = mspca_dask.fit(A, n_components=10, solver="randomized", random_state=0)
+    none = mspca_dask.fit(A, n_components=10, solver="randomized", location=None, random_state=0)
+    assert auto.groups.max() == 1  # the location step found the cluster and moved the centre
+    assert auto.n_passes <= none.n_passes + 1
 
 
 def test_fit__auto_location_without_groups_keeps_the_spike_and_measures_no_shift():

@@ -1,6 +1,6 @@
 """Every random draw of a fit, from one seed (NumPy only).
 
-One ``numpy.random.SeedSequence(random_state)`` is split by ``spawn`` into four independent
+One ``numpy.random.SeedSequence(random_state)`` is split by ``spawn`` into three independent
 streams, one per kind of draw, so that adding or resizing one kind of draw never changes
 another:
 
@@ -10,7 +10,6 @@ index   stream              draws
 0       ``sketch``          the randomized solver's first block ``Ω`` (p, ℓ)
 1       ``directions``      the knockoff directions ``m̂'`` (d, B), unit columns
 2       ``memberships``     which ``round(π' n)`` samples each knockoff shifts (π' < 1)
-3       ``groups``          the weights ``r`` (g, B) of the groups found in score space
 ======  ==================  =============================================================
 
 The small matrices are drawn in NumPy (never ``dask.array.random``, whose values depend on
@@ -26,9 +25,7 @@ import numpy as np
 __all__ = ["STREAMS", "Draws"]
 
 #: The streams of :class:`Draws`, in the order of ``SeedSequence.spawn``.
-STREAMS = ("sketch", "directions", "memberships", "groups")
-#: Standard deviation of the group weights ``r_bg`` (see :meth:`Draws.group_weights`).
-GROUP_WEIGHT_SCALE = 3.0
+STREAMS = ("sketch", "directions", "memberships")
 
 
 @dataclass(frozen=True)
@@ -45,8 +42,6 @@ class Draws:
     omega : (p, ℓ) ndarray
         The randomized solver's sketch (drawn for both solvers, so that the other streams do
         not depend on the solver).
-    groups_seed : numpy.random.SeedSequence
-        The seed of the group weights, drawn only if groups are found.
 
     Examples
     --------
@@ -59,7 +54,6 @@ class Draws:
     knock_dirs: np.ndarray
     memberships: np.ndarray
     omega: np.ndarray
-    groups_seed: np.random.SeedSequence
 
     @classmethod
     def from_seed(
@@ -73,7 +67,7 @@ class Draws:
         knockoff_weight: float,
         width: int,
     ) -> Draws:
-        """Draw everything but the group weights from ``random_state``.
+        """Draw everything from ``random_state``.
 
         Parameters
         ----------
@@ -91,7 +85,7 @@ class Draws:
             ``ℓ``, the columns of the sketch.
         """
         seeds = np.random.SeedSequence(random_state).spawn(len(STREAMS))
-        rng = dict(zip(STREAMS[:3], (np.random.default_rng(s) for s in seeds[:3]), strict=True))
+        rng = dict(zip(STREAMS, (np.random.default_rng(s) for s in seeds), strict=True))
         B = n_knockoffs
         dirs = rng["directions"].standard_normal((d, B))
         knock_dirs = dirs / np.linalg.norm(dirs, axis=0)
@@ -103,16 +97,8 @@ class Draws:
             for b in range(B):
                 memberships[rng["memberships"].choice(n, size=k, replace=False), b] = 1.0
         omega = rng["sketch"].standard_normal((p, width))
-        return cls(knock_dirs, memberships, omega, seeds[3])
+        return cls(knock_dirs, memberships, omega)
 
     @property
     def n_knockoffs(self) -> int:
         return int(self.knock_dirs.shape[1])
-
-    def group_weights(self, n_groups: int) -> np.ndarray:
-        """``r`` (n_groups, B): independent ``N(0, 9)`` weights of the groups per knockoff.
-
-        Drawn afresh from the ``groups`` stream at every call (the same values each time).
-        """
-        rng = np.random.default_rng(self.groups_seed)
-        return GROUP_WEIGHT_SCALE * rng.standard_normal((n_groups, self.n_knockoffs))

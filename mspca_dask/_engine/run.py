@@ -9,7 +9,7 @@ The flow, each numbered pass being one read of the data:
    the dual orientation); the verdict's group test runs on them
    (:func:`~mspca_dask.verdict.fit_groups`), the location is the inliers' group mean, and one
    more pass computes the location (dual) or the images of the groups found (primal, only
-   when there are any: they give the knockoffs group-aware memberships).
+   when there are any: the within-group covariance needs them).
 3. **Further Krylov passes** (randomized solver) until every eigenvalue of the original
    spectrum above the bulk edge is certified to within ``tol`` (by default ``0.1 σ² n^{-1/2}``,
    :func:`~mspca_dask.rmt.eigenvalue_tolerance`).  The knockoffs are rank-one terms
@@ -250,7 +250,7 @@ def run_fit(data: Oriented, plan: FitPlan, runner: PassRunner) -> FitOutput:
     centre = Centre(mu=plan.location.vector)
     moments, knock, centre = _first_pass(fit, knock, centre, draws.omega)
     if plan.location.mode == "auto":
-        centre, knock = _estimate_location(fit, moments, knock, draws)
+        centre = _estimate_location(fit, moments, knock)
     base_terms = fit.location_terms(centre.mu, centre.image, moments)
     spec, knock_specs, strength, s2, eps = _converge(fit, moments, knock, centre, base_terms)
     relocation = None
@@ -339,9 +339,7 @@ def _check_stats(fit: _Run, out: dict[str, np.ndarray]) -> None:
 # ---------------------------------------------------------------------------- the location
 
 
-def _estimate_location(
-    fit: _Run, m: Moments, knock: Knockoffs, draws: Draws
-) -> tuple[Centre, Knockoffs]:
+def _estimate_location(fit: _Run, m: Moments, knock: Knockoffs) -> Centre:
     """The inliers' mean ``μ = x̄ + V_k·m₀``, ``m₀`` their group's mean in the candidates' scores.
 
     The groups are the verdict's (:func:`~mspca_dask.verdict.fit_groups`, one calibrated test
@@ -377,15 +375,14 @@ def _estimate_location(
         beta = V0 @ (offsets / np.where(sing > 0, sing, 1.0))
         a = beta + (1.0 - float(beta.sum())) / n
         out = spectra.read_with("mspca-location-mean", known, extra=[a[:, None]], keep=a[:, None])
-        centre = Centre(out["keep"][:, 0], spectra.apply(a), groups, coef=a)
-        return centre, _with_groups(knock, members, None, draws, fit.dual)
+        return Centre(out["keep"][:, 0], spectra.apply(a), groups, coef=a)
     centre = Centre(xbar + V0 @ offsets, None, groups)
     if not members.shape[1]:
-        return centre, knock
+        return centre
+    # the groups' images Xᵀ1_g, which the within-group covariance needs, ride on this pass
     known = fit.known_vectors(knock, centre, m)
     out = spectra.read_with("mspca-location-groups", known, side=members)
-    centre = replace(centre, group_images=out["side"])
-    return centre, _with_groups(knock, members, out["side"], draws, fit.dual)
+    return replace(centre, group_images=out["side"])
 
 
 def _preliminary_spectrum(
@@ -411,43 +408,15 @@ def _preliminary_spectrum(
         )
 
 
-def _with_groups(
-    knock: Knockoffs, groups: np.ndarray, Xt_groups: np.ndarray | None, draws: Draws, dual: bool
-) -> Knockoffs:
-    """Add the groups found in score space to every knockoff's membership.
-
-    A global membership moves a pair only through its eigenvector's overlap with the
-    mean ``x̄ − μ``: with several clusters that is one direction, and a mean-shift
-    eigenvector orthogonal to it never moves (equal clusters make that the rule).  Each
-    knockoff ``b`` adds ``Σ_g r_bg 1_{G_g}`` (``r_bg`` independent N(0, 9): the groups, not
-    the global membership, then carry most of its weight) so that a group
-    displaced along an eigenvector moves it whatever the other groups do; a covariance
-    eigenvector's scores average out over a group.
-    """
-    if groups.shape[1] == 0:
-        return knock
-    r = draws.group_weights(groups.shape[1])
-    memberships = knock.memberships + groups @ r
-    if dual:
-        return replace(knock, memberships=memberships)
-    if Xt_groups is None or knock.images is None:
-        raise RuntimeError("the primal groups need their images Xᵀ1_G")
-    return replace(knock, memberships=memberships, images=knock.images + Xt_groups @ r)
-
-
 # ---------------------------------------------------------------------------- the spectra
 
 
-def _knockoff_spectra(
-    fit: _Run, knock: Knockoffs, base: LowRank, base_terms: list[Term], strength: float
-) -> list[Spectrum]:
-    """The top ``K + KNOCKOFF_EXTRA`` eigenpairs of each of the B knockoff operators."""
+def _knockoff_operators(
+    fit: _Run, knock: Knockoffs, base_terms: list[Term], strength: float
+) -> list[LowRank]:
+    """The low-rank parts of the B knockoff operators."""
     return [
-        fit.spectra.spectrum(
-            fit.lowrank(base_terms + [knock.term(b, strength, fit.dual)]),
-            base=base,
-            k=fit.plan.k_knockoff,
-        )
+        fit.lowrank(base_terms + [knock.term(b, strength, fit.dual)])
         for b in range(fit.plan.params.n_knockoffs)
     ]
 
@@ -456,22 +425,39 @@ def _converge(
     fit: _Run, m: Moments, knock: Knockoffs, centre: Centre, base_terms: list[Term]
 ) -> tuple[Spectrum, list[Spectrum], float, float, float]:
     """The original spectrum, certified (randomized solver: pass by pass), and the knockoff
-    spectra of the final basis."""
-    prm, spectra, read = fit.plan.params, fit.spectra, fit.read
+    spectra, settled to a tenth of the threshold ε, of the same basis."""
+    prm, spectra, read, k_knock = fit.plan.params, fit.spectra, fit.read, fit.plan.k_knockoff
     base = fit.lowrank(base_terms)
     budget = prm.max_passes
+    # the history of the operators as they are now, on the basis's earlier blocks: after the
+    # location step the stopping rules go on where they were
     history: list[np.ndarray] = spectra.earlier_history(base)
+    knock_history: list[list[np.ndarray]] | None = None
     while True:
         spec = spectra.spectrum(base)
         s2 = fit.noise(spec.values, base_terms, m)
         eps = rmt.invariance_threshold(fit.n, fit.c, s2, prm.threshold_scale)
         strength = rmt.knockoff_strength(spec.values[0], fit.c, s2, prm.knockoff_factor)
         tol = prm.tol if prm.tol is not None else rmt.eigenvalue_tolerance(fit.n, s2)
-        # The iteration waits for the original spectrum alone, which the verdict reads; the
-        # knockoff spectra decide nothing and are computed once, from the final basis, and
-        # reported with their own bounds.
+        operators = _knockoff_operators(fit, knock, base_terms, strength)
+        knock_specs = [spectra.spectrum(op, base=base, k=k_knock) for op in operators]
+        if knock_history is None:
+            knock_history = [spectra.earlier_history(op, k_knock) for op in operators]
+        # The verdict reads the original spectrum, which carries certified bounds; the
+        # knockoff spectra decide nothing, and the displacements they report are held to a
+        # tenth of ε by their own rule.
         settled, bound = spectra.settled(spec, history, s2, tol)
-        if settled or read.n_passes >= budget - 1:
+        knock_settled = spectra.knockoffs_settled(knock_specs, knock_history, s2, eps / 10)
+        if (settled and knock_settled) or read.n_passes >= budget - 1:
+            if settled and not knock_settled:
+                warnings.warn(
+                    f"the randomized solver stopped at its pass budget ({prm.max_passes}) "
+                    f"before the knockoff spectra settled to a tenth of the threshold "
+                    f"({eps / 10:.3g}): the displacements reported may be off by more; the "
+                    f"verdicts do not use them. Raise max_passes or use solver='exact'.",
+                    ConvergenceWarning,
+                    stacklevel=4,
+                )
             if not settled:
                 warnings.warn(
                     "the randomized solver stopped "
@@ -487,9 +473,10 @@ def _converge(
                     ConvergenceWarning,
                     stacklevel=4,
                 )
-            knock_specs = _knockoff_spectra(fit, knock, base, base_terms, strength)
             return spec, knock_specs, strength, s2, eps
         history.append(spec.values)
+        for past, ko in zip(knock_history, knock_specs, strict=True):
+            past.append(ko.values)
         if not spectra.extend(
             f"mspca-pass-{read.n_passes + 1}", fit.known_vectors(knock, centre, m)
         ):

@@ -220,9 +220,15 @@ class ExactSpectra:
     def use_single(self) -> bool:
         return False
 
-    def earlier_history(self, base: LowRank) -> list[np.ndarray]:
+    def earlier_history(self, lowrank: LowRank, k: int = 0) -> list[np.ndarray]:
         """No pass before the spectrum is exact: nothing to add to the stopping history."""
         return []
+
+    def knockoffs_settled(
+        self, specs: list[Spectrum], history: list[list[np.ndarray]], s2: float, tol: float
+    ) -> bool:
+        """Exact eigenvalues: always settled."""
+        return True
 
     def certify(
         self, spec: Spectrum, base: LowRank, relocation: Relocation | None = None
@@ -248,8 +254,8 @@ class KrylovSpectra:
         self.exhausted = False  # a Krylov pass found no new direction
         self._last_block = 0
         self._n_blocks = 0
-        #: columns of a first block recomputed in float64 together with the second one
-        self._first_block_redone = 0
+        #: the basis's width at the end of each Krylov block
+        self._block_ends: list[int] = []
         self._image_norm = 0.0  # largest ‖MᵀM v‖/n over the basis vectors v
         #: the Krylov passes run in float32 although its rounding estimate alone would not
         #: meet the target; the original spectrum is then certified by one float64 pass
@@ -320,24 +326,26 @@ class KrylovSpectra:
         redo: dict[str, Any] = {"krylov": V, "krylov_images": self._keep_images(V.shape[1])}
         again = self.read(f"mspca-pass-{self.read.n_passes + 1}", **redo)
         self._absorb(redo, again, blocks=len(blocks), last=blocks[-1].shape[1])
-        self._first_block_redone = V0.shape[1] if len(blocks) > 1 else 0
 
-    def earlier_history(self, base: LowRank) -> list[np.ndarray]:
-        """The top-K Ritz values a float64 first pass would have left, when it was redone.
+    def earlier_history(self, lowrank: LowRank, k: int = 0) -> list[np.ndarray]:
+        """The top-``k`` (default K) Ritz values of ``lowrank``'s operator on the basis as it
+        was after each of its last two blocks but one: the stopping rules' history, computed
+        without a pass.
 
-        A first block recomputed together with the second (:meth:`absorb_first`) leaves the
-        stopping rule without the values after the first pass, and its climbing test then
-        assumed the slowest convergence and held the fit one pass more (a genotype fit: 10
-        passes instead of 9).  Those values are Rayleigh–Ritz on the first block alone, whose
-        float64 products the redo pass computed: the history of a float64 start, exactly.
+        The basis's products ``Z = MᵀM Q`` hold for any low-rank part, so the values an
+        iteration on ``base`` would have seen on the earlier (nested) bases are Rayleigh–Ritz
+        on their columns.  After the location step (a new low-rank part) the rule then goes on
+        where it was instead of starting again (on a 100 000 × 10 000 store: 4 passes fewer);
+        after a first block recomputed together with the second (:meth:`absorb_first`) it has
+        the values a float64 start would have left.
         """
-        c = self._first_block_redone
-        if not c:
-            return []
-        n = self.plan.n_samples
-        op = apply_operator(self.Z[:, :c], self.Q[:, :c], base, n)
-        values = rayleigh_ritz(self.Q[:, :c], op, self.plan.params.n_components)[0]
-        return [values]
+        n, k = self.plan.n_samples, k or self.plan.params.n_components
+        history = []
+        for end in self._block_ends[:-1][-2:]:
+            if end >= k:
+                op = apply_operator(self.Z[:, :end], self.Q[:, :end], lowrank, n)
+                history.append(rayleigh_ritz(self.Q[:, :end], op, k)[0])
+        return history
 
     def _single_holds(self, Z0: np.ndarray) -> bool:
         """Whether a first block computed in float32 (``Z0 = MᵀM V₀``) may stay.
@@ -368,10 +376,14 @@ class KrylovSpectra:
         V = products["krylov"]
         if products["krylov_images"] and self.images is not None:
             self.images.append(out["krylov_image"])
+        width = V.shape[1] if last is None else last
+        if blocks > 1:  # the blocks before the last, as one
+            self._block_ends.append(self.Q.shape[1] + V.shape[1] - width)
+        self._block_ends.append(self.Q.shape[1] + V.shape[1])
         self.Q = np.column_stack([self.Q, V])
         self.Z = np.column_stack([self.Z, out["krylov"]])
         self._image_norm = self._image_norm_with(out["krylov"])
-        self._last_block = V.shape[1] if last is None else last
+        self._last_block = width
         self._n_blocks += blocks
 
     def read_with(
@@ -486,8 +498,8 @@ class KrylovSpectra:
         pass, oldest first.  The iteration stops when
 
         1. every Ritz value of ``spec`` above the Marchenko–Pastur edge carries an error bound
-           below ``tol`` (the returned bound is the largest of these; the knockoff spectra
-           decide no verdict and are not waited for);
+           below ``tol`` (the returned bound is the largest of these; the knockoff spectra,
+           which decide no verdict, have a rule of their own: :meth:`knockoffs_settled`);
         2. those values (above the edge now or after the previous pass) moved by less than
            ``tol`` in the last pass, and as many are above the edge as after it;
         3. the largest Ritz value below the edge is not climbing fast enough to become a
@@ -535,6 +547,40 @@ class KrylovSpectra:
             and not climbing
         )
         return ok, worst
+
+    def knockoffs_settled(
+        self, specs: list[Spectrum], history: list[list[np.ndarray]], s2: float, tol: float
+    ) -> bool:
+        """Whether the knockoff spectra may stop: each Ritz value above the Marchenko–Pastur
+        edge (now or after the previous pass) is within ``tol`` of where it converges.
+
+        ``history[b]`` holds knockoff ``b``'s Ritz values after each earlier pass, oldest
+        first.  A Ritz value rises monotonically to its eigenvalue, about geometrically once
+        it converges: its last rise, and what is left of it (the last rise continued at the
+        ratio of its last two, at most 0.9, the ratio taken when there is one rise only), must
+        both be within ``tol``.
+        Residual bounds would certify it, but a knockoff's spike sits between close
+        eigenvalues whose gaps leave its bound far above its error for many passes.
+        """
+        if self.Q.shape[1] >= self.plan.p:
+            return True
+        n, d = self.plan.n_samples, self.plan.n_features
+        edge = rmt.mp_edges(d / n, s2)[1]
+        for spec, past in zip(specs, history, strict=True):
+            if not past:
+                return False
+            values, prev = spec.values, past[-1]
+            rise = values - prev
+            ratio = np.full(values.shape, 0.9)
+            if len(past) >= 2:
+                earlier = prev - past[-2]
+                with np.errstate(divide="ignore", invalid="ignore"):
+                    ratio = np.clip(np.where(earlier > 0, rise / earlier, 0.9), 0.0, 0.9)
+            left = np.abs(rise) * np.maximum(1.0, ratio / (1.0 - ratio))
+            watched = (values > edge) | (prev > edge)
+            if float(np.max(left[watched], initial=0.0)) > tol:
+                return False
+        return True
 
     # ---------------------------------------------------------------- precision
     def _rounding(self, unit: float, image_norm: float | None = None) -> float:
