@@ -510,8 +510,9 @@ def report(payload: dict[str, Any], out: Path, png: bool) -> None:
             "",
             "## Read-equivalents of the randomized solver on a wide store",
             "",
-            f"Measured in a separate run ({wm['date']}; 1-minute load average {min(lo):.1f} to "
-            f"{max(lo):.1f} before the steps"
+            f"Measured in a separate run (`python benchmarks/scale.py --wide {wide['n']} "
+            f"{wide['d']}`, commit `{wm.get('commit')}`, {wm['cpu']}, {wm['cores']} cores; "
+            f"{wm['date']}; 1-minute load average {min(lo):.1f} to {max(lo):.1f} before the steps"
             + (
                 ": **the load was high**, other engineers' work ran alongside"
                 if max(lo) > 1.5 * (wm.get("cores") or 2)
