@@ -200,6 +200,13 @@ def test_krylov_earlier_history__is_what_the_earlier_bases_gave_the_same_operato
     assert [h.size for h in spectra.earlier_history(LowRank.empty(plan.p), 5)] == [5, 5]
 
 
+def test_krylov_projected_gram__grows_with_the_basis_block_by_block() -> None:
+    # every spectrum of a basis starts from QᵀMᵀMQ, kept up to date as blocks are added
+    spectra, _plan = _krylov_after(3)
+    assert spectra._QtZ.shape == (spectra.Q.shape[1],) * 2
+    np.testing.assert_allclose(spectra._QtZ, spectra.Q.T @ spectra.Z, rtol=1e-12, atol=1e-9)
+
+
 def test_krylov_knockoffs_settled__waits_for_values_still_rising() -> None:
     spectra, plan = _krylov_after(3)
     spec = spectra.spectrum(LowRank.empty(plan.p))

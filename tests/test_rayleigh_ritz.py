@@ -1,6 +1,6 @@
 """Rayleigh–Ritz and its eigenvalue error bounds against dense ``eigh``.
 
-Under test: ``_engine.linalg.rayleigh_ritz``.
+Under test: ``_engine.linalg.rayleigh_ritz`` and ``projected_ritz``, the same from ``QᵀMᵀMQ``.
 
 The randomized solver reports each eigenvalue as a Ritz value ``θ`` with a bound: Bauer–Fike
 puts an eigenvalue of the operator within the residual ``r = ‖Op x − θ x‖`` of ``θ``, and the
@@ -21,6 +21,7 @@ from mspca_dask._engine.linalg import (
     apply_operator,
     dense_operator,
     orthonormalize,
+    projected_ritz,
     rayleigh_ritz,
     top_eigh,
 )
@@ -262,3 +263,42 @@ def test_orthonormalize__gives_an_orthonormal_basis_orthogonal_to_the_old_one(se
     assert new.shape[1] <= p - old.shape[1]
     np.testing.assert_allclose(new.T @ new, np.eye(new.shape[1]), atol=1e-12)
     np.testing.assert_allclose(old.T @ new, 0.0, atol=1e-12)
+
+
+@FAST
+@given(
+    seed=st.integers(0, 2**32 - 1),
+    p=st.integers(4, 40),
+    r=st.integers(0, 3),
+    k=st.integers(1, 4),
+    n=st.integers(1, 1000),
+)
+def test_projected_ritz__equals_rayleigh_ritz_on_the_applied_operator(seed, p, r, k, n):
+    # the same Ritz pairs, bounds and images whether the operator is applied to the whole
+    # basis (rayleigh_ritz) or only QᵀMᵀMQ and the low-rank factors are (projected_ritz)
+    rng = np.random.default_rng(seed)
+    M = rng.standard_normal((p + 3, p)) * np.linspace(3.0, 0.5, p)
+    lowrank = LowRank(
+        P=rng.standard_normal((p, r)),
+        MtO=rng.standard_normal((p, r)),
+        OtO=(lambda B: B @ B.T)(rng.standard_normal((r, r))),
+    )
+    base = LowRank(P=rng.standard_normal((p, 1)), MtO=rng.standard_normal((p, 1)), OtO=np.eye(1))
+    Q = orthonormalize(rng.standard_normal((p, min(p, k + 3))))
+    Z = M.T @ (M @ Q)
+    values, coef, _res, bounds = rayleigh_ritz(Q, apply_operator(Z, Q, lowrank, n), k)
+    got, vectors, got_bounds, images = projected_ritz(Q, Z, Q.T @ Z, lowrank, n, k, base)
+    scale = float(np.abs(dense_operator(M.T @ M, lowrank, n)).max()) * p
+    np.testing.assert_allclose(got, values, atol=1e-10 * scale)
+    # a vector is the same up to its sign where its value is apart from the others
+    gaps = np.array(
+        [np.min(np.abs(np.delete(values, i) - v), initial=np.inf) for i, v in enumerate(values)]
+    )
+    apart = gaps > 1e-4 * scale
+    cos = np.abs(np.sum(vectors * (Q @ coef), axis=0))
+    np.testing.assert_allclose(cos[apart], 1.0, atol=1e-6)
+    np.testing.assert_allclose(got_bounds, bounds, atol=1e-8 * scale)
+    assert images is not None
+    np.testing.assert_allclose(
+        images, dense_operator(M.T @ M, base, n) @ vectors, atol=1e-9 * scale
+    )

@@ -70,6 +70,10 @@ __all__ = [
     "dense_operator",
     "top_eigh",
     "rayleigh_ritz",
+    "project_lowrank",
+    "projected_ritz",
+    "ritz_pairs",
+    "ritz_bounds",
     "orthonormalize",
     "flip_signs",
 ]
@@ -168,6 +172,56 @@ def orthonormalize(
     return Q
 
 
+def project_lowrank(QtP: np.ndarray, QtMtO: np.ndarray, lowrank: LowRank) -> np.ndarray:
+    """``Qᵀ L Q`` (L, L) for the low-rank part ``L`` of :class:`LowRank`, from ``QᵀP`` and
+    ``QᵀMᵀO`` (both (L, r)): ``L V = MᵀO (PᵀV) + P (OᵀM V) + P OᵀO (PᵀV)``."""
+    if not lowrank.rank:
+        return np.zeros((QtP.shape[0], QtP.shape[0]))
+    B = QtMtO @ QtP.T
+    return B + B.T + QtP @ lowrank.OtO @ QtP.T
+
+
+@_one_blas_thread
+def ritz_pairs(H: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """The top ``min(k + 1, L)`` eigenpairs of the projected operator ``H`` (L, L), descending.
+
+    ``H`` is symmetrised first.  Only the top k + 1 are computed (the (k+1)-th for the gap of
+    the k-th): a partial eigensolver, since the basis grows to hundreds of columns and this
+    runs for every spectrum after every pass (a full eigh was a third of a fit's time).
+    """
+    H = (H + H.T) / 2
+    L = H.shape[0]
+    top = min(min(k, L) + 1, L)
+    w, Y = sla.eigh(H, subset_by_index=[L - top, L - 1], driver="evr")
+    return w[::-1].copy(), Y[:, ::-1].copy()
+
+
+def ritz_bounds(w: np.ndarray, R: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Residual norms and Kato–Temple bounds of the first ``R.shape[1]`` Ritz pairs.
+
+    Parameters
+    ----------
+    w : (t,) ndarray
+        Ritz values, descending (at least one more than the pairs bounded, when available).
+    R : (p, kk) ndarray
+        Residuals ``Op x − θ x`` of the first ``kk`` Ritz pairs.
+
+    Returns
+    -------
+    residuals, bounds : (kk,) ndarrays
+        See :func:`rayleigh_ritz`.
+    """
+    res = np.linalg.norm(R, axis=0)
+    bounds = res.copy()
+    for i in range(R.shape[1]):
+        others = np.delete(w, i)
+        if others.size:
+            gap = float(np.min(np.abs(others - w[i]))) - res[i]
+            if gap > 0:
+                bounds[i] = min(res[i], res[i] ** 2 / gap)
+    return res, bounds
+
+
 @_one_blas_thread
 def rayleigh_ritz(
     Q: np.ndarray, OpQ: np.ndarray, k: int
@@ -201,26 +255,59 @@ def rayleigh_ritz(
     missed an eigenvalue nearer to ``θ`` than the Ritz gap (a block Krylov space grown from a
     random block misses one with negligible probability); ``residuals`` hold unconditionally.
     """
-    H = Q.T @ OpQ
-    H = (H + H.T) / 2
-    L = H.shape[0]
-    kk = min(k, L)
-    # Only the top k + 1 Ritz pairs are needed (the (k+1)-th for the gap of the k-th): a
-    # partial eigensolver, since the basis grows to hundreds of columns and this runs for
-    # every spectrum after every pass (a full eigh was a third of a fit's time).
-    top = min(kk + 1, L)
-    w, Y = sla.eigh(H, subset_by_index=[L - top, L - 1], driver="evr")
-    w, Y = w[::-1], Y[:, ::-1]
-    R = OpQ @ Y[:, :kk] - Q @ (Y[:, :kk] * w[:kk])
-    res = np.linalg.norm(R, axis=0)
-    bounds = res.copy()
-    for i in range(kk):
-        others = np.delete(w, i)
-        if others.size:
-            gap = float(np.min(np.abs(others - w[i]))) - res[i]
-            if gap > 0:
-                bounds[i] = min(res[i], res[i] ** 2 / gap)
+    w, Y = ritz_pairs(Q.T @ OpQ, k)
+    kk = min(k, Q.shape[1])
+    res, bounds = ritz_bounds(w, OpQ @ Y[:, :kk] - Q @ (Y[:, :kk] * w[:kk]))
     return w[:kk], Y[:, :kk], res, bounds
+
+
+@_one_blas_thread
+def projected_ritz(
+    Q: np.ndarray,
+    Z: np.ndarray,
+    QtZ: np.ndarray,
+    lowrank: LowRank,
+    n: int,
+    k: int,
+    base: LowRank | None = None,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | None]:
+    """:func:`rayleigh_ritz` of ``(MᵀM + L)/n`` on ``span(Q)``, from ``QᵀZ`` (``Z = MᵀM Q``).
+
+    The projected operator is ``(QᵀZ + Qᵀ L Q)/n`` (:func:`project_lowrank`) and the operator
+    is applied to the ``k`` Ritz vectors only: every spectrum of one basis (the original, each
+    knockoff, the earlier blocks') shares ``QᵀZ``, and none costs the ``p L²`` product of
+    ``Q`` with the operator's image of the whole basis.
+
+    Parameters
+    ----------
+    Q, Z : (p, L) ndarrays
+        Orthonormal basis and ``MᵀM Q``.
+    QtZ : (L, L) ndarray
+        ``QᵀZ``.
+    lowrank : LowRank
+    n : int
+        The operator's divisor.
+    k : int
+    base : LowRank, optional
+        Also return the operator with this low-rank part applied to the Ritz vectors.
+
+    Returns
+    -------
+    values : (kk,) ndarray, descending
+    vectors : (p, kk) ndarray
+    bounds : (kk,) ndarray
+        As :func:`rayleigh_ritz`'s (no rounding term).
+    op_vectors : (p, kk) ndarray or None
+        ``(MᵀM + base)/n`` applied to ``vectors`` when ``base`` is given.
+    """
+    projected = project_lowrank(Q.T @ lowrank.P, Q.T @ lowrank.MtO, lowrank)
+    w, Y = ritz_pairs((QtZ + projected) / n, k)
+    kk = min(k, Q.shape[1])
+    coef = Y[:, :kk]
+    V, ZY = Q @ coef, Z @ coef
+    _res, bounds = ritz_bounds(w, apply_operator(ZY, V, lowrank, n) - V * w[:kk])
+    op_vectors = None if base is None else apply_operator(ZY, V, base, n)
+    return w[:kk], V, bounds, op_vectors
 
 
 def flip_signs(vectors: np.ndarray) -> np.ndarray:

@@ -432,41 +432,42 @@ def _converge(
     # the history of the operators as they are now, on the basis's earlier blocks: after the
     # location step the stopping rules go on where they were
     history: list[np.ndarray] = spectra.earlier_history(base)
-    knock_history: list[list[np.ndarray]] | None = None
     while True:
         spec = spectra.spectrum(base)
         s2 = fit.noise(spec.values, base_terms, m)
         eps = rmt.invariance_threshold(fit.n, fit.c, s2, prm.threshold_scale)
         strength = rmt.knockoff_strength(spec.values[0], fit.c, s2, prm.knockoff_factor)
         tol = prm.tol if prm.tol is not None else rmt.eigenvalue_tolerance(fit.n, s2)
-        operators = _knockoff_operators(fit, knock, base_terms, strength)
-        knock_specs = [spectra.spectrum(op, base=base, k=k_knock) for op in operators]
-        if knock_history is None:
-            knock_history = [spectra.earlier_history(op, k_knock) for op in operators]
         # The verdict reads the original spectrum, which carries certified bounds; the
         # knockoff spectra decide nothing, and the displacements they report are held to a
-        # tenth of ε by their own rule.
+        # tenth of ε by their own rule, checked once the original has settled (their
+        # history is their values on the basis's earlier blocks: no pass, nothing kept).
         settled, bound = spectra.settled(spec, history, s2, tol)
-        knock_settled = spectra.knockoffs_settled(knock_specs, knock_history, s2, eps / 10)
-        if (settled and knock_settled) or read.n_passes >= budget - 1:
+        last = read.n_passes >= budget - 1
+        knock_settled = False
+        if settled or last:
+            operators = _knockoff_operators(fit, knock, base_terms, strength)
+            knock_specs = [spectra.spectrum(op, base=base, k=k_knock) for op in operators]
+            knock_history = [spectra.earlier_history(op, k_knock) for op in operators]
+            knock_settled = spectra.knockoffs_settled(knock_specs, knock_history, s2, eps / 10)
+        if (settled and knock_settled) or last:
+            stopped = (
+                "with its Krylov space exhausted"
+                if spectra.exhausted
+                else f"at its pass budget ({prm.max_passes})"
+            )
             if settled and not knock_settled:
                 warnings.warn(
-                    f"the randomized solver stopped at its pass budget ({prm.max_passes}) "
-                    f"before the knockoff spectra settled to a tenth of the threshold "
-                    f"({eps / 10:.3g}): the displacements reported may be off by more; the "
-                    f"verdicts do not use them. Raise max_passes or use solver='exact'.",
+                    f"the randomized solver stopped {stopped} before the knockoff spectra "
+                    f"settled to a tenth of the threshold ({eps / 10:.3g}): the displacements "
+                    f"reported may be off by more; the verdicts do not use them. Raise "
+                    f"max_passes or use solver='exact'.",
                     ConvergenceWarning,
                     stacklevel=4,
                 )
             if not settled:
                 warnings.warn(
-                    "the randomized solver stopped "
-                    + (
-                        "with its Krylov space exhausted"
-                        if spectra.exhausted
-                        else f"at its pass budget ({prm.max_passes})"
-                    )
-                    + " with "
+                    f"the randomized solver stopped {stopped} with "
                     f"an eigenvalue error bound of {bound:.3g}, above the target "
                     f"{tol:.3g}; the verdicts may be unreliable. Raise max_passes or use "
                     f"solver='exact'.",
@@ -475,8 +476,6 @@ def _converge(
                 )
             return spec, knock_specs, strength, s2, eps
         history.append(spec.values)
-        for past, ko in zip(knock_history, knock_specs, strict=True):
-            past.append(ko.values)
         if not spectra.extend(
             f"mspca-pass-{read.n_passes + 1}", fit.known_vectors(knock, centre, m)
         ):

@@ -23,7 +23,10 @@ from .linalg import (
     apply_operator,
     dense_operator,
     orthonormalize,
+    project_lowrank,
+    projected_ritz,
     rayleigh_ritz,
+    ritz_pairs,
     top_eigh,
 )
 from .plan import FitPlan
@@ -250,6 +253,7 @@ class KrylovSpectra:
         self.plan, self.read = plan, read
         self.Q = np.zeros((plan.p, 0))
         self.Z = np.zeros((plan.p, 0))
+        self._QtZ = np.zeros((0, 0))  # QᵀZ, grown block by block: every spectrum shares it
         self.images: list[np.ndarray] | None = []  # the basis's images M Q, block by block
         self.exhausted = False  # a Krylov pass found no new direction
         self._last_block = 0
@@ -340,11 +344,14 @@ class KrylovSpectra:
         the values a float64 start would have left.
         """
         n, k = self.plan.n_samples, k or self.plan.params.n_components
+        ends = [end for end in self._block_ends[:-1][-2:] if end >= k]
+        if not ends:
+            return []
+        QtP, QtMtO = self.Q.T @ lowrank.P, self.Q.T @ lowrank.MtO
         history = []
-        for end in self._block_ends[:-1][-2:]:
-            if end >= k:
-                op = apply_operator(self.Z[:, :end], self.Q[:, :end], lowrank, n)
-                history.append(rayleigh_ritz(self.Q[:, :end], op, k)[0])
+        for end in ends:
+            projected = project_lowrank(QtP[:end], QtMtO[:end], lowrank)
+            history.append(ritz_pairs((self._QtZ[:end, :end] + projected) / n, k)[0][:k])
         return history
 
     def _single_holds(self, Z0: np.ndarray) -> bool:
@@ -380,8 +387,10 @@ class KrylovSpectra:
         if blocks > 1:  # the blocks before the last, as one
             self._block_ends.append(self.Q.shape[1] + V.shape[1] - width)
         self._block_ends.append(self.Q.shape[1] + V.shape[1])
+        Z_new = out["krylov"]
+        self._QtZ = np.block([[self._QtZ, self.Q.T @ Z_new], [V.T @ self.Z, V.T @ Z_new]])
         self.Q = np.column_stack([self.Q, V])
-        self.Z = np.column_stack([self.Z, out["krylov"]])
+        self.Z = np.column_stack([self.Z, Z_new])
         self._image_norm = self._image_norm_with(out["krylov"])
         self._last_block = width
         self._n_blocks += blocks
@@ -458,14 +467,16 @@ class KrylovSpectra:
     # ---------------------------------------------------------------- the spectra
     def spectrum(self, lowrank: LowRank, base: LowRank | None = None, k: int = 0) -> Spectrum:
         """Top-``k`` Ritz pairs of ``(MᵀM + low rank)/n`` with their certified bounds."""
-        n = self.plan.n_samples
-        OpQ = apply_operator(self.Z, self.Q, lowrank, n)
-        vals, coef, _res, bounds = rayleigh_ritz(self.Q, OpQ, k or self.plan.params.n_components)
-        bounds = bounds + self._rounding_bound()
-        op_vecs = None
-        if base is not None and self.plan.dual:
-            op_vecs = apply_operator(self.Z, self.Q, base, n) @ coef
-        return Spectrum(vals, self.Q @ coef, bounds, op_vecs)
+        vals, vecs, bounds, op_vecs = projected_ritz(
+            self.Q,
+            self.Z,
+            self._QtZ,
+            lowrank,
+            self.plan.n_samples,
+            k or self.plan.params.n_components,
+            base if self.plan.dual else None,
+        )
+        return Spectrum(vals, vecs, bounds + self._rounding_bound(), op_vecs)
 
     def apply(self, a: np.ndarray) -> np.ndarray:
         """``MᵀM a`` for ``a`` in the span of the basis: ``Z Qᵀ a`` (exact there)."""
