@@ -217,6 +217,12 @@ def test_kato_temple_bound__counts_an_eigenvalue_the_subspace_has_not_seen():
     assert error[1] <= bounds[1] + _rounding(A, np.float64)
 
 
+def _random_lowrank(rng: np.random.Generator, p: int, r: int) -> LowRank:
+    """A low-rank part of rank ``r`` with a positive semi-definite ``OᵀO``."""
+    B = rng.standard_normal((r, r))
+    return LowRank(P=rng.standard_normal((p, r)), MtO=rng.standard_normal((p, r)), OtO=B @ B.T)
+
+
 @FAST
 @given(
     seed=st.integers(0, 2**32 - 1),
@@ -228,11 +234,7 @@ def test_kato_temple_bound__counts_an_eigenvalue_the_subspace_has_not_seen():
 def test_apply_operator__equals_the_dense_operator_on_the_same_vectors(seed, p, r, a, n):
     rng = np.random.default_rng(seed)
     M = rng.standard_normal((p + 3, p))
-    lowrank = LowRank(
-        P=rng.standard_normal((p, r)),
-        MtO=rng.standard_normal((p, r)),
-        OtO=(lambda B: B @ B.T)(rng.standard_normal((r, r))),
-    )
+    lowrank = _random_lowrank(rng, p, r)
     Vs = rng.standard_normal((p, a))
     MtM = M.T @ M
     dense = dense_operator(MtM, lowrank, n)
@@ -278,11 +280,7 @@ def test_projected_ritz__equals_rayleigh_ritz_on_the_applied_operator(seed, p, r
     # basis (rayleigh_ritz) or only QᵀMᵀMQ and the low-rank factors are (projected_ritz)
     rng = np.random.default_rng(seed)
     M = rng.standard_normal((p + 3, p)) * np.linspace(3.0, 0.5, p)
-    lowrank = LowRank(
-        P=rng.standard_normal((p, r)),
-        MtO=rng.standard_normal((p, r)),
-        OtO=(lambda B: B @ B.T)(rng.standard_normal((r, r))),
-    )
+    lowrank = _random_lowrank(rng, p, r)
     base = LowRank(P=rng.standard_normal((p, 1)), MtO=rng.standard_normal((p, 1)), OtO=np.eye(1))
     Q = orthonormalize(rng.standard_normal((p, min(p, k + 3))))
     Z = M.T @ (M @ Q)
