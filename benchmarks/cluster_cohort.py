@@ -2,6 +2,8 @@
 
     python benchmarks/cluster_cohort.py                      # 100,000 samples x 100,000 variants
     python benchmarks/cluster_cohort.py --samples 5000 --variants 5000   # a small check
+    python benchmarks/cluster_cohort.py --killed-only    # the killed run alone, added to the
+                                                         # stored results of the same cohort
 
 The cohort is a Balding–Nichols simulation: three populations (70, 20 and 8 % of the samples)
 drawn from one ancestral frequency per variant (uniform on [0.05, 0.95]) at F_ST 0.005, 0.02
@@ -494,7 +496,13 @@ def markdown(p: dict[str, Any]) -> list[str]:
         lines += [
             f"Worker lost: {k['killed'].get('worker', 'none')} was killed by SIGKILL "
             f"{k['killed'].get('at_s', float('nan')):.0f} s into the job, while it ran a task of "
-            f"`{k['killed'].get('task', '?')}`; its nanny restarted it and the job finished. "
+            f"`{k['killed'].get('task', '?')}`; its nanny restarted it and the job finished"
+            + (
+                f" (a separate run: `{p['killed_command']}`, commit `{p['killed_commit']}`)"
+                if "killed_command" in p
+                else ""
+            )
+            + ". "
             f"Same eigenvalues (rtol 1e-6): {'yes' if same_values else 'NO'}; same verdicts: "
             f"{'yes' if u['verdicts'] == k['verdicts'] else 'NO'}.",
             "",
@@ -529,6 +537,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--memory-limit", default="4GiB")
     ap.add_argument("--no-kill", action="store_true", help="skip the run with a killed worker")
+    ap.add_argument(
+        "--killed-only",
+        action="store_true",
+        help="only the run with a killed worker, added to the stored results of the same cohort",
+    )
     ap.add_argument("--quick", action="store_true", help="3,000 x 4,000, 1 GiB per worker: a check")
     ap.add_argument("--out", type=Path, default=RESULTS, help="where the results go")
     ap.add_argument("--data", type=Path, default=DATA, help="where the cohort is cached")
@@ -542,6 +555,8 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.quick:
         args.samples, args.variants, args.memory_limit = 3000, 4000, "1GiB"
+    if args.killed_only:
+        return _killed_only(args, argv)
     meta = machine_info()
     meta["quick"] = args.quick
     meta["commit"] = git_commit()
@@ -569,9 +584,7 @@ def main(argv: list[str] | None = None) -> int:
         if not args.no_kill:
             k = run_job(cluster, cfg, work / "result", kill=True)
             print(f"killed: {k['seconds']:.0f} s, {k.get('killed')}", flush=True)
-            payload["killed"] = {
-                key: v for key, v in k.items() if key not in ("memory_trace", "task_stream")
-            }
+            payload["killed"] = _without_traces(k)
     if shutil.which("plink2"):
         payload["plink2_blas"] = _plink_blas()
         cmd = ["plink2", "--bfile", str(prefix), "--maf", "0.05", "--pca", "approx", str(K)]
@@ -585,6 +598,38 @@ def main(argv: list[str] | None = None) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     picture(args.out / "cluster_cohort.png", stream, u, payload["memory_limit_bytes"])
     u.pop("memory_trace")
+    dump("cluster_cohort", args.out, payload, markdown(payload))
+    return 0
+
+
+def _without_traces(run: dict[str, Any]) -> dict[str, Any]:
+    """A run's results without its memory trace and task stream (drawn for one run only)."""
+    return {key: v for key, v in run.items() if key not in ("memory_trace", "task_stream")}
+
+
+def _killed_only(args: argparse.Namespace, argv: list[str] | None) -> int:
+    """The run with a killed worker, compared with the stored undisturbed run of the cohort."""
+    payload = json.loads((args.out / "cluster_cohort.json").read_text())
+    c = payload["cohort"]
+    if (c["samples"], c["variants"], payload["workers"], payload["memory_limit"]) != (
+        args.samples,
+        args.variants,
+        args.workers,
+        args.memory_limit,
+    ):
+        raise SystemExit("the stored results are of another cohort or cluster")
+    prefix = write_cohort(args.samples, args.variants, data=args.data)
+    work = args.data / f"cluster-{prefix.name}"
+    work.mkdir(parents=True, exist_ok=True)
+    with Cluster(args.workers, args.memory_limit, work) as cluster:
+        cfg = _config(prefix, work / "result", cluster.address, args.workers)
+        k = run_job(cluster, cfg, work / "result", kill=True)
+    print(f"killed: {k['seconds']:.0f} s, {k.get('killed')}", flush=True)
+    payload["killed"] = _without_traces(k)
+    payload["killed_command"] = "python benchmarks/cluster_cohort.py" + (
+        "" if argv is None else " " + " ".join(argv)
+    )
+    payload["killed_commit"] = git_commit()
     dump("cluster_cohort", args.out, payload, markdown(payload))
     return 0
 

@@ -76,8 +76,14 @@ def test_scale_quick__writes_points_limits_and_memory(tmp_path):
 
 def test_cluster_cohort_quick__a_killed_worker_leaves_the_genomics_result_unchanged(tmp_path):
     """The genomics job on ``dask scheduler`` + two ``dask worker`` processes: a worker
-    SIGKILLed during a fit pass is restarted by its nanny and the job's result is the same."""
-    payload = _run("cluster_cohort.py", tmp_path, "--data", str(tmp_path / "data"))
+    SIGKILLed during a fit pass is restarted by its nanny and the job's result is the same
+    (the killed run alone, added to the stored undisturbed one)."""
+    data = ("--data", str(tmp_path / "data"))
+    first = _run("cluster_cohort.py", tmp_path, "--no-kill", *data)
+    assert "killed" not in first
+    payload = _run("cluster_cohort.py", tmp_path, "--killed-only", *data)
+    assert payload["undisturbed"] == first["undisturbed"]
+    assert "--killed-only" in payload["killed_command"]
     undisturbed, killed = payload["undisturbed"], payload["killed"]
     assert killed["killed"]["task"].startswith("mspca-pass-")
     assert killed["killed"]["pid"] > 0
