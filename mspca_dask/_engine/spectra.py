@@ -565,13 +565,13 @@ class KrylovSpectra:
         """Whether the knockoff spectra may stop: each Ritz value above the Marchenko–Pastur
         edge (now or after the previous pass) is within ``tol`` of where it converges.
 
-        ``history[b]`` holds knockoff ``b``'s Ritz values after each earlier pass, oldest
-        first.  A Ritz value rises monotonically to its eigenvalue, about geometrically once
-        it converges: its last rise, and what is left of it (the last rise continued at the
-        ratio of its last two, at most 0.9, the ratio taken when there is one rise only), must
-        both be within ``tol``.
-        Residual bounds would certify it, but a knockoff's spike sits between close
-        eigenvalues whose gaps leave its bound far above its error for many passes.
+        ``history[b]`` holds knockoff ``b``'s Ritz values on the basis after each earlier
+        block, oldest first (:meth:`earlier_history`).  A Ritz value rises monotonically to
+        its eigenvalue, about geometrically once it converges: its last rise, and what is
+        left of it (the last rise continued at the ratio of its last two, at most 0.9, the
+        ratio taken when there is one rise only), must both be within ``tol``.  Residual
+        bounds would certify it, but a knockoff's spike sits between close eigenvalues whose
+        gaps leave its bound far above its error for many passes.
         """
         if self.Q.shape[1] >= self.plan.p:
             return True
