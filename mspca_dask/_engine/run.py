@@ -12,8 +12,9 @@ The flow, each numbered pass being one read of the data:
    when there are any: the within-group covariance needs them).
 3. **Further Krylov passes** (randomized solver) until every eigenvalue of the original
    spectrum above the bulk edge is certified to within ``tol`` (by default ``0.1 σ² n^{-1/2}``,
-   :func:`~mspca_dask.rmt.eigenvalue_tolerance`).  The knockoffs are rank-one terms
-   ``γ' m'ᵀ`` applied algebraically: no pass is added for them.
+   :func:`~mspca_dask.rmt.eigenvalue_tolerance`) and the knockoff spectra have settled to
+   ``ε/10``.  The knockoffs are rank-one terms ``γ' m'ᵀ`` applied algebraically: their
+   directions ride in every block, and no pass is added for them.
 4. **Output pass** — sample scores (or, in the dual orientation, feature loadings); the
    randomized solver takes them from the images of its Krylov basis kept by the passes
    and then skips this pass.  The verdict (:func:`~mspca_dask.verdict.decide`) then runs on

@@ -256,8 +256,6 @@ class KrylovSpectra:
         self._QtZ = np.zeros((0, 0))  # QᵀZ, grown block by block: every spectrum shares it
         self.images: list[np.ndarray] | None = []  # the basis's images M Q, block by block
         self.exhausted = False  # a Krylov pass found no new direction
-        self._last_block = 0
-        self._n_blocks = 0
         #: the basis's width at the end of each Krylov block
         self._block_ends: list[int] = []
         self._image_norm = 0.0  # largest ‖MᵀM v‖/n over the basis vectors v
@@ -329,7 +327,7 @@ class KrylovSpectra:
         V = np.column_stack(blocks)
         redo: dict[str, Any] = {"krylov": V, "krylov_images": self._keep_images(V.shape[1])}
         again = self.read(f"mspca-pass-{self.read.n_passes + 1}", **redo)
-        self._absorb(redo, again, blocks=len(blocks), last=blocks[-1].shape[1])
+        self._absorb(redo, again, first=V0.shape[1] if len(blocks) > 1 else None)
 
     def earlier_history(self, lowrank: LowRank, k: int = 0) -> list[np.ndarray]:
         """The top-``k`` (default K) Ritz values of ``lowrank``'s operator on the basis as it
@@ -373,27 +371,26 @@ class KrylovSpectra:
         return max(self._image_norm, top)
 
     def _absorb(
-        self,
-        products: dict[str, Any],
-        out: dict[str, np.ndarray],
-        blocks: int = 1,
-        last: int | None = None,
+        self, products: dict[str, Any], out: dict[str, np.ndarray], first: int | None = None
     ) -> None:
-        """Add the pass's block (``blocks`` Krylov blocks, the last ``last`` columns wide)."""
-        V = products["krylov"]
+        """Add the pass's Krylov block; ``first``: the width of a block before it that the
+        same pass computed (:meth:`absorb_first`)."""
+        V, Z_new = products["krylov"], out["krylov"]
         if products["krylov_images"] and self.images is not None:
             self.images.append(out["krylov_image"])
-        width = V.shape[1] if last is None else last
-        if blocks > 1:  # the blocks before the last, as one
-            self._block_ends.append(self.Q.shape[1] + V.shape[1] - width)
+        if first is not None:
+            self._block_ends.append(self.Q.shape[1] + first)
         self._block_ends.append(self.Q.shape[1] + V.shape[1])
-        Z_new = out["krylov"]
         self._QtZ = np.block([[self._QtZ, self.Q.T @ Z_new], [V.T @ self.Z, V.T @ Z_new]])
         self.Q = np.column_stack([self.Q, V])
         self.Z = np.column_stack([self.Z, Z_new])
-        self._image_norm = self._image_norm_with(out["krylov"])
-        self._last_block = width
-        self._n_blocks += blocks
+        self._image_norm = self._image_norm_with(Z_new)
+
+    @property
+    def _last_block(self) -> int:
+        """Columns of the basis's last Krylov block."""
+        ends = [0, *self._block_ends]
+        return ends[-1] - ends[-2]
 
     def read_with(
         self,
@@ -536,18 +533,13 @@ class KrylovSpectra:
         worst = float(np.max(spec.bounds[spec.values > edge], initial=0.0))
         if self.Q.shape[1] >= plan.p:
             return True, worst  # the basis spans the whole space: Rayleigh–Ritz is exact
-        if self._n_blocks < 3 or not history:
+        if len(self._block_ends) < 3 or not history:
             return False, worst
         values, prev = spec.values, history[-1]
-        rise = values - prev
+        rise, ratio = _rise_and_ratio(values, history)
         above, above_prev = values > edge, prev > edge
         moved = float(np.max(np.abs(rise[above | above_prev]), initial=0.0))
         line = edge + plan.params.edge_margin * rmt.tracy_widom_scale(n, d, s2)
-        ratio = np.full(values.shape, 0.9)
-        if len(history) >= 2:
-            earlier = prev - history[-2]
-            with np.errstate(divide="ignore", invalid="ignore"):
-                ratio = np.clip(np.where(earlier > 0, rise / earlier, 0.9), 0.0, 0.9)
         projected = values + np.maximum(rise, 0.0) * ratio / (1.0 - ratio)
         below = np.flatnonzero(~above)
         climbing = bool(below.size) and bool(projected[below[0]] >= line)
@@ -581,12 +573,7 @@ class KrylovSpectra:
             if not past:
                 return False
             values, prev = spec.values, past[-1]
-            rise = values - prev
-            ratio = np.full(values.shape, 0.9)
-            if len(past) >= 2:
-                earlier = prev - past[-2]
-                with np.errstate(divide="ignore", invalid="ignore"):
-                    ratio = np.clip(np.where(earlier > 0, rise / earlier, 0.9), 0.0, 0.9)
+            rise, ratio = _rise_and_ratio(values, past)
             left = np.abs(rise) * np.maximum(1.0, ratio / (1.0 - ratio))
             watched = (values > edge) | (prev > edge)
             if float(np.max(left[watched], initial=0.0)) > tol:
@@ -726,6 +713,18 @@ class KrylovSpectra:
 
 
 Spectra = ExactSpectra | KrylovSpectra
+
+
+def _rise_and_ratio(values: np.ndarray, history: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """Each Ritz value's last rise, and the ratio of its last two (in [0, 0.9]; 0.9 where
+    there is one rise only or the earlier one was not positive), ``history`` oldest first."""
+    rise = values - history[-1]
+    ratio = np.full(values.shape, 0.9)
+    if len(history) >= 2:
+        earlier = history[-1] - history[-2]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            ratio = np.clip(np.where(earlier > 0, rise / earlier, 0.9), 0.0, 0.9)
+    return rise, ratio
 
 
 def make_spectra(plan: FitPlan, read: PassReader) -> Spectra:
