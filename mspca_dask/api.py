@@ -140,13 +140,13 @@ def fit(
         Samples known to be inliers (a reference population).  For a genotype ``source`` (the
         path of a VCF Zarr store, or of a PLINK fileset ``x.bed`` / ``x.pgen`` / prefix
         ``x``): the sample ids, or a mask, of the reference set whose allele frequencies
-        centre and scale the dosages (then ``location`` must stay ``"auto"``; it becomes
-        None).  Genotype sources are QC'd and standardised as by the genomics job
-        (:mod:`mspca_dask.genomics.genotypes`; ``params["genotype_qc"]`` holds the counts):
-        samples are the observations, variants the features.  For any other source: a mask
-        or indices, with ``location`` their centre (a vector, or None when the data are
-        centred on it).  Either way the reference rows are held in the inliers' group of the
-        verdict's mixture, in the data and in its twins (:mod:`mspca_dask.verdict`).
+        centre the dosages (the all-sample frequencies scale them; ``location`` must stay
+        ``"auto"`` and becomes None).  Genotype sources are QC'd and standardised as by the
+        genomics job (:mod:`mspca_dask.genomics.genotypes`; ``params["genotype_qc"]`` holds
+        the counts): samples are the observations, variants the features.  For any other
+        source: a mask or indices, with ``location`` their centre (a vector, or None when the
+        data are centred on it).  Either way the reference rows are held in the inliers' group
+        of the verdict's mixture, in the data and in its twins (:mod:`mspca_dask.verdict`).
     layer : str, optional
         For an AnnData source: the layer to analyse; ``None`` analyses ``X`` (as scanpy).
     mask_obs, mask_var : bool array or str, optional

@@ -54,7 +54,7 @@ PINNED_PARAMS = {
     "reference_variable": None,
     "report": True,
     "sample_metadata": "/base/samples.tsv",
-    "scale": "reference",
+    "scale": "all",
     "seed": 11,
     "simulate": None,
     "solver": "exact",

@@ -252,6 +252,37 @@ def test_open_plink__a_pgen_fileset_reads_as_its_bed_twin(
     np.testing.assert_allclose(res.eigenvalues, ref.eigenvalues, rtol=1e-9)
 
 
+@pytest.mark.statistical
+@pytest.mark.filterwarnings("ignore::mspca_dask.ModelFitWarning")  # linkage: many spikes
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_fit__with_a_reference_the_covariance_pcs_are_not_the_minorities_diversity(
+    seed: int, tmp_path: Path
+) -> None:
+    # 150 CEU (the reference) and 30 YRI and 30 CHB, more diverse than CEU.  Scaled by the
+    # reference's frequencies, variants rare in CEU would weigh up to 1/sqrt(2p(1-p)) at the
+    # pseudocount and the minorities' own diversity would become the leading covariance PCs
+    # (a between-population share of 0.2-0.7 on them); scaled by all samples', each variant
+    # has one noise level over the samples, as the verdict's model assumes.
+    from mspca_dask.verdict import between_group_share
+
+    sim = simulate(
+        tmp_path,
+        "sim",
+        populations={"CEU": 150, "YRI": 30, "CHB": 30},
+        length=5_000_000,
+        seed=seed,
+        variants_chunk_size=2_000,
+    )
+    pops = np.asarray(sim["populations"])
+    res = mspca_dask.fit(
+        sim["store"], n_components=6, reference_samples=pops == "CEU", random_state=0
+    )
+    eta = between_group_share(res.scores, np.unique(pops, return_inverse=True)[1].ravel())
+    axes = eta >= 0.5
+    assert axes.sum() == 2 and not res.stable[axes].any()
+    assert res.stable[~axes].all() and eta[~axes].max() < 0.2
+
+
 @pytest.mark.parametrize("seed", [1, 2, 3])
 def test_fit__a_small_far_minority_is_flagged_with_or_without_reference_samples(
     seed: int,

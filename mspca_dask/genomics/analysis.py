@@ -18,6 +18,7 @@ from . import ld_prune as _ld
 from . import preprocess
 from .cohort import VcfZarr
 from .config import JobConfig
+from .genotypes import centre_and_scale
 from .qc import QCResult
 
 if TYPE_CHECKING:
@@ -272,15 +273,11 @@ def _analyse(
         return preprocess.standardize(vz.dosage[kv][:, qc.sample_keep], centre, scale)
 
     p_all = stats.allele_frequency[kv]
-    if qc.reference is None:
-        centre_p = p_all
-        scale = preprocess.patterson_scale(p_all, ploidy=P)
-        location: Any = "auto"
-    else:
-        p_ref = stats.reference_frequency[kv]
-        centre_p = p_ref
-        scale = preprocess.patterson_scale(p_ref if cfg.scale == "reference" else p_all, ploidy=P)
-        location = None  # already centred on the reference in the chunk function
+    centre_p, scale = centre_and_scale(stats, kv, qc.reference, cfg.scale)
+    # a missing call was imputed at the standardisation's centre, before any location
+    imputed_at = centre_p
+    # with a reference the data are already centred on it in the chunk function
+    location: Any = "auto" if qc.reference is None else None
     X = standardize(P * centre_p, scale)
     logger.info(
         "MS-PCA: n = %d samples (observations) x d = %d variants (features), K = %d, "
@@ -320,7 +317,7 @@ def _analyse(
     # else the same sum from the statistics pass.
     total = getattr(res, "total_variance", None)
     if total is None:
-        total = total_variance(stats, kv, centre_p, p_all if qc.reference is None else p_ref, scale)
+        total = total_variance(stats, kv, centre_p, imputed_at, scale)
     return Analysis(
         res,
         centre_p,

@@ -131,7 +131,7 @@ class JobConfig:
     reference_variable: str | None = None
     reference_metadata_column: str | None = None
     reference_metadata_values: tuple[str, ...] | None = None
-    scale: str = "reference"
+    scale: str = "all"
     min_maf: float = 0.05
     max_variant_missing: float = 0.1
     min_sample_call_rate: float = 0.9
@@ -486,10 +486,10 @@ def _sample_set_rules(section: str, body: Mapping[str, Any], inp: Mapping[str, A
 
 
 def _reference_rules(ref: Mapping[str, Any], inp: Mapping[str, Any], scale: str | None) -> str:
-    """Check the ``[reference]`` keys against each other; returns the scale (default)."""
+    """Check the ``[reference]`` keys against each other; returns the scale (default all)."""
     refs = _sample_set_rules("reference", ref, inp)
     if scale is None:
-        return "reference" if refs else "all"
+        return "all"
     if scale == "reference" and not refs:
         raise ConfigError(
             "[reference] scale = 'reference' needs a reference set (samples, samples_file, "

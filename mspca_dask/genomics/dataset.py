@@ -32,10 +32,11 @@ RESULT_NAME = "result.zarr"
 
 
 CENTRING_NOTE = (
-    "Allele frequencies (centre and scale) come from a reference set of samples, not from all "
-    "samples: the location is the reference's centre and its samples are the inliers' group of "
-    "the verdict. Set [report] compare_all_sample_centring = true to see what all-sample "
-    "centring gives on this run."
+    "Allele frequencies of a reference set of samples, not of all samples, centre the "
+    "genotypes (the scale comes from all samples unless [reference] scale = 'reference'): the "
+    "location is the reference's centre and its samples are the inliers' group of the verdict. "
+    "Set [report] compare_all_sample_centring = true to see what all-sample centring gives on "
+    "this run."
 )
 AXES_NOTE = (
     "Samples are the observations of the PCA (n = number of samples analysed) and variants "

@@ -9,10 +9,10 @@ monomorphic / zero-variance / MAF / missingness), and :func:`centre_and_scale` +
 :func:`mspca_dask.genomics.preprocess.standardize` (missing calls imputed at the centre, Patterson
 scaling).  **Samples are the observations** (``n`` = samples, ``d`` = variants kept).
 
-With ``reference_samples`` the centre and the scale are the reference set's allele
-frequencies and the core's location is ``None`` (the data are already centred on the
-inliers); without, the centre and scale are the all-sample frequencies and the core's own
-``location`` (default ``"auto"``, robust) is used.
+With ``reference_samples`` the centre is the reference set's allele frequencies, the scale
+the all-sample ones (:func:`centre_and_scale` says why), and the core's location is ``None``
+(the data are already centred on the inliers); without, the centre and scale are the
+all-sample frequencies and the core's own ``location`` (default ``"auto"``, robust) is used.
 """
 
 from __future__ import annotations
@@ -64,13 +64,16 @@ def centre_and_scale(
     stats: preprocess.GenotypeStats,
     variant_keep: np.ndarray,
     reference: np.ndarray | None,
-    scale_from: str = "reference",
+    scale_from: str = "all",
 ) -> tuple[np.ndarray, np.ndarray]:
     """Centre frequency and Patterson scale of the kept variants (the job's rule).
 
     ``reference`` given: centre on the reference frequency (EIGENSOFT's pseudocount), scale by
-    the reference (``scale_from="reference"``) or all-sample frequency; None: both from all
-    samples.
+    the all-sample (default) or the reference frequency (``scale_from="reference"``); None:
+    both from all samples.  The all-sample scale gives every variant unit variance over the
+    analysed samples, the common noise level the verdict's model assumes; the reference's
+    scale weights a variant rare in the reference by up to ``1/√(2p(1 − p))`` at the
+    pseudocount frequency, so the other populations' own diversity dominates the spectrum.
     """
     p_all = stats.allele_frequency[variant_keep]
     if reference is None:
@@ -119,7 +122,7 @@ def genotype_input(
         What was passed to ``fit``.  Only a path naming a VCF Zarr store or a PLINK 1 fileset
         is handled here (:func:`mspca_dask.io.is_genotype_source`); anything else returns None.
     reference_samples : sequence of str or (n_samples,) bool array, optional
-        Sample ids, or a mask, of the reference set whose allele frequencies centre and scale
+        Sample ids, or a mask, of the reference set whose allele frequencies centre
         the data.
     location : "auto", None or array
         The core's location; must be left at ``"auto"`` when ``reference_samples`` is given.

@@ -15,12 +15,13 @@ Centring — why the allele frequencies come from a *reference* set
 ------------------------------------------------------------------
 Standard genotype PCA (EIGENSOFT's ``smartpca``, plink ``--pca``) centres each variant by the
 mean over all samples, ``(g − 2p)/√(2p(1−p))`` with ``p`` the all-sample allele frequency
-(Patterson, Price & Reich 2006).  With a reference set, the centre and scale are the
-reference population's: the paper's knockoff moves a mean-shift eigenvalue only through the
-overlap of its random membership with the shifted group, which all-sample centring cancels,
-and the reference's samples are the inliers' group of the verdict.  So :func:`standardize`
-takes the centre and the scale as arguments, and callers compute them from a reference set of
-samples (:func:`reference_frequency`).
+(Patterson, Price & Reich 2006).  With a reference set, the centre is the reference
+population's (the scale stays the analysed samples' unless asked otherwise): the paper's
+knockoff moves a mean-shift eigenvalue only through the overlap of its random membership with
+the shifted group, which all-sample centring cancels, and the reference's samples are the
+inliers' group of the verdict.  So :func:`standardize` takes the centre and the scale as
+arguments, and callers compute them from a reference set of samples
+(:func:`reference_frequency`).
 
 Missing calls are mean-imputed *with the centre* inside the chunk function (their standardised
 value is exactly 0), so no dense copy of the genotypes is ever made.
