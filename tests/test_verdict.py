@@ -102,6 +102,36 @@ def test_mixture_gives_each_of_many_small_far_groups_its_own_group():
     assert len(np.unique(labels)) == k + 1
 
 
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_a_split_start_parts_a_group_along_its_own_rows(seed):
+    # the inliers spread most along axes 2-9; two small groups lie far along axes 0 and 1,
+    # fitted as one group of the proportional form, which gives it the inliers' shape.  That
+    # shape's principal axis does not part the two: the split follows the rows' own scatter
+    rng = np.random.default_rng(seed)
+    k = 10
+    spread = np.r_[1.0, 1.0, np.full(k - 2, 4.0)]
+    parts = [
+        rng.standard_normal((200, k)) * spread,
+        rng.standard_normal((20, k)) + 30.0 * np.eye(k)[0],
+        rng.standard_normal((12, k)) + 30.0 * np.eye(k)[1],
+    ]
+    T = np.vstack(parts)
+    truth = np.repeat([0, 1, 2], [p.shape[0] for p in parts])
+    pinned = truth == 0
+    merged = np.vstack([T[pinned].mean(axis=0), T[~pinned].mean(axis=0)])
+    two = fit_mixture(T, 2, pinned=pinned, centres=merged, form="proportional")
+    assert np.array_equal(two.labels, np.minimum(truth, 1))
+    parting = (np.eye(k)[0] - np.eye(k)[1]) / np.sqrt(2.0)
+    starts = mixture._starts(T, two, pinned)
+    cosines = [abs((c[1] - c[2]) @ parting) / np.linalg.norm(c[1] - c[2]) for c in starts[1:]]
+    assert max(cosines) > 0.95
+    # and EM from that start finds the three groups (one label per group, three labels)
+    labels = [
+        fit_mixture(T, 3, pinned=pinned, centres=c, form="proportional").labels for c in starts
+    ]
+    assert any(len(set(zip(lab, truth, strict=True))) == len(np.unique(lab)) == 3 for lab in labels)
+
+
 # ---------------------------------------------------------------- the twins
 
 

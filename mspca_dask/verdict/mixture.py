@@ -286,9 +286,18 @@ def _starts(T: np.ndarray, best: Mixture, pinned: np.ndarray | None) -> list[np.
     (a small, far group), and a group split in two along its principal axis (a balanced
     split, which the worst row never starts): the widest group (the most variance in all)
     and, when it is another one, the most elongated (the largest variance along one axis: two
-    small groups fitted as one, beside a large group that holds more variance in all)."""
+    small groups fitted as one, beside a large group that holds more variance in all).
+
+    Widths and axes are those of each group's own rows (their scatter about its mean, weighted
+    by the responsibilities), not of its fitted covariance: in the proportional form every
+    group has the fitted shape, which two groups fitted as one do not."""
     worst = np.vstack([best.means, T[int(np.argmin(best.log_density(T)))]])
-    w, V = np.linalg.eigh(best.covariances)  # ascending, per group
+    R = best.responsibilities
+    scatter = np.empty_like(best.covariances)
+    for g in range(best.n_groups):
+        D = T - best.means[g]
+        scatter[g] = (D * R[:, g, None]).T @ D / max(float(R[:, g].sum()), 1e-300)
+    w, V = np.linalg.eigh(scatter)  # ascending, per group
     widest = int(np.argmax(best.weights * w.sum(axis=1)))
     elongated = int(np.argmax(w[:, -1]))
     pinned_mean = T[pinned].mean(axis=0) if pinned is not None and np.any(pinned) else None
