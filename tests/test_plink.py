@@ -14,6 +14,8 @@ from typing import Any
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 pytest.importorskip("stdpopsim", reason="needs the genomics extra")
 pytest.importorskip("bio2zarr", reason="needs the genomics extra")
@@ -110,6 +112,35 @@ def test_run_job__plink_fileset_and_its_plink2zarr_conversion_agree(
     s = da_["sample_score"].values
     sep = [abs(s[yri, k].mean() - s[~yri, k].mean()) / s[~yri, k].std() for k in range(4)]
     assert da_["verdict"].values[int(np.argmax(sep))] == "mean shift"
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    n=st.integers(1, 13),
+    v=st.integers(1, 12),
+    seed=st.integers(0, 2**16),
+    bounds=st.tuples(st.integers(0, 12), st.integers(0, 12)),
+)
+def test_read_bed_calls__equals_bed_reader_for_any_sample_count_and_rows(
+    tmp_path_factory: pytest.TempPathFactory, n: int, v: int, seed: int, bounds: tuple[int, int]
+) -> None:
+    # the byte table decodes every call as bed-reader does, with the last byte's padding
+    # (n not a multiple of 4) dropped, for any run of rows
+    from bed_reader import open_bed, to_bed
+
+    from mspca_dask.genomics.plink import read_bed_calls
+
+    rng = np.random.default_rng(seed)
+    values = rng.choice([0.0, 1.0, 2.0, np.nan], size=(n, v), p=[0.4, 0.3, 0.2, 0.1])
+    path = tmp_path_factory.mktemp("bed") / "x.bed"
+    to_bed(path, values.astype(np.float32), count_A1=True)
+    with open_bed(path, count_A1=True) as bed:
+        expected = bed.read(dtype="int8").T
+    expected[expected < 0] = -1
+    start, stop = sorted(min(b, v) for b in bounds)
+    got = read_bed_calls(path, n, start, stop)
+    assert got.dtype == np.int8 and got.flags.c_contiguous
+    np.testing.assert_array_equal(got, expected[start:stop])
 
 
 def test_open_plink__refuses_a_truncated_bed_with_the_sizes(
