@@ -41,6 +41,7 @@ _MAGIC = b"\x6c\x1b\x01"
 
 
 _BED_EXT = (".bed", ".bim", ".fam")
+_PGEN_EXT = (".pgen", ".pvar", ".psam")
 
 
 def _calls_table() -> np.ndarray:
@@ -71,9 +72,6 @@ def read_bed_calls(
     )
     calls = _CALLS_TABLE[raw].view(np.int8).reshape(stop - start, 4 * per_variant)
     return np.ascontiguousarray(calls[:, :n_samples])
-
-
-_PGEN_EXT = (".pgen", ".pvar", ".psam")
 
 
 def plink_prefix(source: Any) -> Path | None:
