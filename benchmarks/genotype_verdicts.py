@@ -159,7 +159,7 @@ def _row(name: str, seed: int, r: dict[str, Any]) -> str:
         f"| {name} | {seed} | {r['reference'] or 'none (auto)'} | {r['variants']:,} | "
         f"{c['axes_flagged']} / {c['population_axes']} | {c['covariance_flagged']} / "
         f"{c['covariance_pcs']} | {c['between_flagged']} / {c['between']} | "
-        f"{'yes' if _met(r) else '**no**'} | {pc} |"
+        f"{'yes' if _met(c) else '**no**'} | {pc} |"
     )
 
 
@@ -190,8 +190,8 @@ HOW_TO_READ = [
 ]
 
 
-def _met(r: dict[str, Any]) -> bool:
-    c = score(r)
+def _met(c: dict[str, int]) -> bool:
+    """Whether a run's counts (:func:`score`) meet the target."""
     return c["axes_flagged"] == c["population_axes"] and c["covariance_flagged"] <= 1
 
 
@@ -205,8 +205,9 @@ def render(out: Path) -> list[str]:
         f"python benchmarks/genotype_verdicts.py --seeds {max(r['seed'] for r in runs)}"
         + ("" if set(names) == set(COHORTS) else "".join(f" --only {n}" for n in names))
     )
-    met = [_met(r) for r in runs]
-    total = {key: sum(score(r)[key] for r in runs) for key in score(runs[0])}
+    counts = [score(r) for r in runs]
+    met = [_met(c) for c in counts]
+    total = {key: sum(c[key] for c in counts) for key in counts[0]}
     md = [
         "# Verdicts on simulated genotype cohorts",
         "",
