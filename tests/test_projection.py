@@ -15,6 +15,8 @@ from typing import Any
 
 import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 pytest.importorskip("stdpopsim", reason="needs the genomics extra")
 pytest.importorskip("bed_reader", reason="needs the genomics extra")
@@ -23,6 +25,7 @@ from genotype_files import fileset_arrays, simulate, write_bed, write_job  # noq
 
 from mspca_dask import genomics as gx  # noqa: E402
 from mspca_dask.errors import ResultExistsError  # noqa: E402
+from mspca_dask.genomics.plink_out import _negated, _numbers  # noqa: E402
 from mspca_dask.genomics.projection import match_variants, project  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
@@ -67,6 +70,13 @@ def split(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
         "fit_train": fit_train.output_dir,
         "fit_all": fit_all.output_dir,
     }
+
+
+@given(st.lists(st.floats(allow_nan=False, allow_infinity=False), min_size=1, max_size=12))
+def test_weight_text__negated_reads_back_as_every_number_negated(row: list[float]) -> None:
+    text = _numbers(row)
+    assert [float(t) for t in text.split("\t")] == row  # round trip, bit for bit
+    assert [float(t) for t in _negated(text).split("\t")] == [-x for x in row]
 
 
 @pytest.mark.integration
@@ -198,7 +208,8 @@ def test_cli_project__writes_a_flashpca_style_tsv_and_never_overwrites(
     assert done.returncode == 0, done.stderr
     comment, *lines = out.read_text().splitlines()
     assert comment.startswith("# mspca genomics project: method=corrected; shrinkage factors")
-    assert lines[0].split("\t") == ["FID", "IID", "PC1", "PC2", "PC3", "PC4"]
+    K = gx.open_genomics_result(split["fit_train"]).sizes["component"]
+    assert lines[0].split("\t") == ["FID", "IID", *(f"PC{k}" for k in range(1, K + 1))]
     assert len(lines) == 1 + split["new"].size
     ids = split["arrays"]["sample_id"][split["new"]]
     assert [ln.split("\t")[1] for ln in lines[1:]] == ids.tolist()
@@ -247,7 +258,9 @@ def test_run_job__writes_plink2_eigenvec_eigenval_and_allele_weights(
     ds = gx.open_genomics_result(out)
     inc = ds["sample_included"].values
     header, rows = _table(out / "pca.eigenvec")
-    assert header == ["#FID", "IID", "PC1", "PC2", "PC3", "PC4"]
+    K = ds.sizes["component"]
+    pcs = [f"PC{k}" for k in range(1, K + 1)]
+    assert header == ["#FID", "IID", *pcs]
     iids = ds["sample_id"].values.astype(str)[inc]
     assert [r[1] for r in rows] == iids.tolist()
     assert [r[0] for r in rows] == [f"fam-{i}" for i in iids]  # the .fam's FID, kept
@@ -257,7 +270,7 @@ def test_run_job__writes_plink2_eigenvec_eigenval_and_allele_weights(
     np.testing.assert_array_equal(eigenval, ds["eigenvalue"].values)
 
     header, rows = _table(out / "pca.eigenvec.allele")
-    assert header == ["#CHROM", "ID", "REF", "ALT", "A1", "PC1", "PC2", "PC3", "PC4"]
+    assert header == ["#CHROM", "ID", "REF", "ALT", "A1", *pcs]
     d = ds.attrs["n_variants_analysed"]
     assert len(rows) == 2 * d and [r[4] for r in rows[:2]] == rows[0][2:4]  # REF, then ALT
     fh, frows = _table(out / "pca.afreq")
@@ -267,7 +280,7 @@ def test_run_job__writes_plink2_eigenvec_eigenval_and_allele_weights(
     vi = ds["variant_included"].values
     dosage = a["dosage"][np.ix_(vi, split["train"])]
     # The weights give back the job's scores under plink2's standardisation.
-    got = _plink2_standardized_scores(dosage, rows, freq, 4)
+    got = _plink2_standardized_scores(dosage, rows, freq, K)
     np.testing.assert_allclose(got, scores, rtol=0, atol=1e-6 * np.abs(scores).max())
 
 
@@ -277,6 +290,7 @@ def test_plink2_score__reproduces_the_job_scores_from_its_allele_weights(
 ) -> None:
     out = split["fit_train"]
     ds = gx.open_genomics_result(out)
+    K = int(ds.sizes["component"])
     cmd = [
         "plink2",
         "--bfile",
@@ -292,14 +306,14 @@ def test_plink2_score__reproduces_the_job_scores_from_its_allele_weights(
         "variance-standardize",
         "cols=+scoresums",
         "--score-col-nums",
-        "6-9",
+        f"6-{5 + K}",
         "--out",
         str(tmp_path / "scored"),
     ]
     done = subprocess.run(cmd, capture_output=True, text=True)
     assert done.returncode == 0, done.stdout + done.stderr
     header, *rows = (ln.split() for ln in (tmp_path / "scored.sscore").read_text().splitlines())
-    cols = [header.index(f"PC{k}_SUM") for k in range(1, 5)]
+    cols = [header.index(f"PC{k}_SUM") for k in range(1, K + 1)]
     iid = header.index("IID")
     by_id = {r[iid]: [float(r[c]) for c in cols] for r in rows}
     inc = ds["sample_included"].values
@@ -321,10 +335,14 @@ def test_run_job__variance_explained_is_each_eigenvalue_over_the_dense_trace(
     n = Z.shape[0]
     total = float((Z**2).sum() / n)
     np.testing.assert_allclose(ds.attrs["total_variance"], total, rtol=1e-6)
-    top = np.linalg.eigvalsh(Z @ Z.T / n)[::-1][: ds.sizes["component"]]
-    np.testing.assert_allclose(ds["eigenvalue"].values, top, rtol=1e-5)
-    np.testing.assert_allclose(ds["variance_explained"].values, top / total, rtol=1e-5)
-    assert ds["component"].values.tolist() == [1, 2, 3, 4]  # PC numbers
+    # the n_components asked for are the data's top eigenvalues; any PC after them is a
+    # within-group spike the mean shifts pushed out, with that covariance's eigenvalue
+    K = json.loads(ds.attrs["params"])["n_components"]
+    top = np.linalg.eigvalsh(Z @ Z.T / n)[::-1][:K]
+    np.testing.assert_allclose(ds["eigenvalue"].values[:K], top, rtol=1e-5)
+    lam = ds["eigenvalue"].values
+    np.testing.assert_allclose(ds["variance_explained"].values, lam / total, rtol=1e-5)
+    assert ds["component"].values.tolist() == list(range(1, lam.size + 1))  # PC numbers
 
 
 @pytest.mark.parametrize("moved", [False, True], ids=["reference-centre", "robust-location"])

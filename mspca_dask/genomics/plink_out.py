@@ -81,6 +81,21 @@ def _number(x: float) -> str:
     return repr(float(x))
 
 
+def _numbers(row: list[float]) -> str:
+    """``row`` tab-separated, each number as :func:`_number` writes it."""
+    return "\t".join(map(repr, row))
+
+
+def _negated(text: str) -> str:
+    """Tab-separated numbers of :func:`_numbers` with every sign flipped, as text.
+
+    ``"0.5\t-1e-05"`` → ``"-0.5\t1e-05"``: three replacements over the line instead of
+    formatting its numbers a second time.
+    """
+    flipped = ("\t" + text).replace("\t-", "\0").replace("\t", "\t-").replace("\0", "\t")
+    return flipped[1:]
+
+
 def _write_lines(path: Path, lines: Iterable[str]) -> None:
     with open(path, "x", encoding="utf-8") as f:
         for line in lines:
@@ -184,9 +199,9 @@ def write_plink2_files(ds: xr.Dataset, directory: Path) -> list[Path]:
             # the REF line standardises 2 − g, i.e. −(g − 2c)/σ: with weight −W/2 it adds
             # what the ALT line adds with +W/2, together W (g − 2c)/σ
             head = f"{chrom}\t{vid}\t{ref}\t{alt}"
-            text = [_number(x) for x in w]
-            yield "\t".join([head, ref, *(t[1:] if t[0] == "-" else "-" + t for t in text)])
-            yield "\t".join([head, alt, *text])
+            text = _numbers(w)
+            yield f"{head}\t{ref}\t{_negated(text)}"
+            yield f"{head}\t{alt}\t{text}"
 
     path = directory / "pca.eigenvec.allele"
     _write_lines(path, weight_lines())
