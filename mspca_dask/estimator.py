@@ -179,12 +179,14 @@ class MeanShiftPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstima
     mean_shift_components_ : ndarray of shape (n_mean_shift, n_features)
         The eigenvectors with verdict ``"mean shift"`` (directions of a shift between
         groups of samples), as rows.
-    eigenvalues_ : ndarray of shape (n_components,)
-        All ``K`` eigenvalues examined, descending.
-    stable_ : ndarray of shape (n_components,), dtype bool
+    eigenvalues_ : ndarray of shape (K,)
+        All ``K`` eigenvalues examined: the ``n_components`` top ones, descending, then any
+        within-group covariance spikes that mean shifts pushed out of them
+        (:attr:`MSPCAResult.eigenvalues`).
+    stable_ : ndarray of shape (K,), dtype bool
         True for the stable eigenpairs among the ``K``: verdict ``"covariance"`` or
         ``"mixed"``.
-    verdicts_ : ndarray of shape (n_components,), dtype str
+    verdicts_ : ndarray of shape (K,), dtype str
         The verdict of each of the ``K`` eigenpairs: ``"covariance"``, ``"mean shift"``,
         ``"mixed"``, ``"undetermined"`` or ``"bulk"`` (:attr:`MSPCAResult.verdicts`).
     groups_ : ndarray of shape (n_samples,), dtype int

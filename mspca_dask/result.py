@@ -103,9 +103,12 @@ class MSPCAResult:
     Attributes
     ----------
     eigenvalues : (K,) ndarray
-        Top-K eigenvalues ``λ̃`` of the covariance ``(X - location)ᵀ(X - location)/n``.
+        Top eigenvalues ``λ̃`` of the covariance ``(X - location)ᵀ(X - location)/n``: the
+        ``n_components`` the fit asked for, then, when mean-shift pairs took places among
+        them, the within-group covariance spikes they pushed out (at most one per mean-shift
+        pair, with that covariance's eigenvalues and vectors and no knockoff partner).
     knockoff_eigenvalues_all : (B, K') ndarray
-        Top-K' eigenvalues ``λ'`` of each knockoff spectrum, ``K' ≥ K`` (``fit``: ``K + 2``,
+        Top-K' eigenvalues ``λ'`` of each knockoff spectrum (``fit``: ``n_components + 2``,
         at most the smaller dimension), so that an eigenpair pushed down by the knockoff's
         own spike still has its partner; :attr:`matched_knockoff_eigenvalues` is ``(B, K)``.
     stable : (K,) bool ndarray
@@ -165,7 +168,8 @@ class MSPCAResult:
     sample_dim, feature_dim : str
         Names of the sample and feature dimensions.
     knockoff_match : (B, K) int ndarray or None
-        Index of the knockoff eigenpair matched to each eigenpair, per knockoff.
+        Index of the knockoff eigenpair matched to each eigenpair, per knockoff; ``-1``
+        for a within-group spike that follows the top eigenpairs (no knockoff partner).
     shift_z : (K,) ndarray or None
         Evidence of a shift between the groups along each eigenvector: Welch's χ² of the
         group means as a normal deviate, ``N(0, 1)`` without a shift along it
@@ -283,17 +287,25 @@ class MSPCAResult:
                 f"(got shape {np.shape(self.knockoff_eigenvalues_all)})"
             )
         B, K_knock = np.shape(self.knockoff_eigenvalues_all)
-        if K_knock < K:
+        # every eigenpair with a knockoff partner needs one of its own (−1: none)
+        partnered = (
+            K
+            if self.knockoff_match is None or not np.size(self.knockoff_match)
+            else int(np.count_nonzero(np.any(np.asarray(self.knockoff_match) >= 0, axis=0)))
+        )
+        if K_knock < partnered:
             raise ShapeError(
-                f"knockoff_eigenvalues_all must have shape (B, K') with K' >= K = {K} "
+                f"knockoff_eigenvalues_all must have shape (B, K') with K' at least the "
+                f"{partnered} eigenpairs with a knockoff partner "
                 f"(got shape {np.shape(self.knockoff_eigenvalues_all)})"
             )
         if self.knockoff_match is not None and np.size(self.knockoff_match):
             match = np.asarray(self.knockoff_match)
-            if match.dtype.kind not in "iu" or match.min() < 0 or match.max() >= K_knock:
+            if match.dtype.kind not in "iu" or match.min() < -1 or match.max() >= K_knock:
                 raise ShapeError(
                     f"knockoff_match must hold indices in [0, {K_knock}) of the knockoff "
-                    f"eigenpairs (got {match.dtype} values from {match.min()} to {match.max()})"
+                    f"eigenpairs, or -1 for none (got {match.dtype} values from {match.min()} "
+                    f"to {match.max()})"
                 )
         expected: dict[str, tuple[int, ...] | None] = {
             "knockoff_eigenvalues_all": (B, K_knock),
@@ -431,12 +443,15 @@ class MSPCAResult:
         """(B, K) ndarray: for each knockoff, the eigenvalue of the pair matched to each eigenpair.
 
         This is where each eigenvalue *went* under the knockoff; without stored matches
-        (results written before matches were kept) the same-index eigenvalue is used.
+        (results written before matches were kept) the same-index eigenvalue is used.  NaN
+        where an eigenpair has no knockoff partner (``knockoff_match`` −1).
         """
         knock = np.asarray(self.knockoff_eigenvalues_all, dtype=float)
         if self.knockoff_match is None:
             return knock[:, : self.n_components]
-        return np.take_along_axis(knock, np.asarray(self.knockoff_match, dtype=int), axis=1)
+        match = np.asarray(self.knockoff_match, dtype=int)
+        out = np.take_along_axis(knock, np.maximum(match, 0), axis=1)
+        return np.where(match >= 0, out, np.nan)
 
     @property
     def explained_variance(self) -> np.ndarray:

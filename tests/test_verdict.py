@@ -18,6 +18,7 @@ from mspca_dask.verdict import (
     between_group_share,
     decide,
     fit_groups,
+    hidden_spikes,
     judge_pairs,
     knockoff_report,
     match_spikes,
@@ -338,6 +339,70 @@ def test_a_spike_mixed_with_a_shift_comes_back_clean():
     plain = np.linalg.svd(Xc, full_matrices=False)[2][0]
     assert abs(plain @ u) < 0.9
     assert np.mean(res.groups[:100] > 0) > 0.9
+
+
+def test_hidden_spikes_fill_at_most_one_place_per_mean_shift():
+    """Uncarried within-group spikes above the line follow the pairs, one per mean shift."""
+    rng = np.random.default_rng(19)
+    n = 600
+    labels = np.zeros(n, int)
+    labels[:60] = 1
+    T = rng.standard_normal((n, 2))
+    T[:60, 0] += 8.0  # pair 0 a mean shift, pair 1 covariance
+    pairs = judge_pairs(
+        T,
+        np.ones(2, bool),
+        labels,
+        carried=np.array([-1, 0]),
+        carried_cosine=np.array([0.0, 0.9]),
+        level=0.05,
+    )
+    assert pairs.verdicts.tolist() == ["mean shift", "covariance"]
+    W = rng.standard_normal((n, 4))
+    W[:60, 2] += 8.0  # the second free spike is shifted between the groups
+    within = WithinSpikes(np.array([9.0, 7.0, 6.0, 1.0]), np.eye(5)[:4], 2.0, scores=W)
+    one = hidden_spikes(within, pairs, labels)
+    assert one.index.tolist() == [1]  # spike 0 is carried, spike 3 below the line
+    assert one.verdicts.tolist() == ["covariance"]
+    pairs2 = judge_pairs(
+        T[:, [0, 0]],
+        np.ones(2, bool),
+        labels,
+        carried=np.array([-1, -1]),
+        carried_cosine=np.zeros(2),
+        level=0.05,
+    )
+    two = hidden_spikes(within, pairs2, labels)
+    assert two.index.tolist() == [0, 1]  # two mean shifts, two places, largest first
+    within_shifted = WithinSpikes(within.values, within.components, 2.0, scores=W[:, [2, 1, 0, 3]])
+    shifted_first = hidden_spikes(within_shifted, pairs2, labels)
+    assert shifted_first.verdicts.tolist() == ["mixed", "covariance"]
+
+
+def test_a_covariance_spike_pushed_out_of_the_top_k_by_shifts_comes_back(tmp_path):
+    """Five shifted batches take all five places of ``n_components=5``: the covariance spike
+    follows them as a component, with no knockoff partner, and survives a round trip."""
+    rng = np.random.default_rng(20)
+    n, d = 1500, 200
+    X = rng.standard_normal((n, d))
+    u = np.zeros(d)
+    u[0] = 1.0
+    X += 1.3 * rng.standard_normal((n, 1)) * u
+    for g in range(5):
+        X[100 * g : 100 * (g + 1), 1 + g] += 8.0
+    res = mspca_dask.fit(X, n_components=5, random_state=0)
+    assert res.n_components > 5
+    assert (res.verdicts[:5] == "mean shift").all()
+    assert res.n_stable >= 1
+    assert abs(res.components[0] @ u) > 0.9  # its sampling limit here is about 0.94
+    extra = np.arange(5, res.n_components)
+    assert (res.knockoff_match[:, extra] == -1).all()
+    assert np.isnan(res.matched_knockoff_eigenvalues[:, extra]).all()
+    assert np.allclose(res.transform(X[:10]), res.scores[:10][:, res.stable], atol=1e-8)
+    assert "took its place" in res.reasons[5]
+    back = mspca_dask.open_result(res.to_zarr(tmp_path / "r.zarr"))
+    np.testing.assert_array_equal(back.knockoff_match, res.knockoff_match)
+    assert back.verdicts.tolist() == res.verdicts.tolist()
 
 
 # ---------------------------------------------------------------- calibration and power

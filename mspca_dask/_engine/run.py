@@ -36,7 +36,7 @@ import numpy as np
 
 from .. import rmt
 from ..errors import ConvergenceWarning, InputError, ModelFitWarning, NonFiniteError, NoSpikeWarning
-from ..verdict import GroupFit, WithinSpikes, decide, fit_groups
+from ..verdict import GroupFit, HiddenSpikes, WithinSpikes, decide, fit_groups
 from ..verdict.diagnostics import model_fit_diagnostics
 from .draws import Draws
 from .linalg import LowRank, flip_signs
@@ -553,7 +553,9 @@ def _finish(
         level=prm.alpha,
         within=None
         if within is None
-        else WithinSpikes(within.values, within.components, within.line),
+        else WithinSpikes(
+            within.values, within.components, within.line, within.scores, within.bounds
+        ),
         knockoff_eigenvalues=np.stack([sp.values for sp in knock_specs]),
         overlaps=overlaps,
     )
@@ -566,6 +568,23 @@ def _finish(
         components, scores = components.copy(), scores.copy()
         components[slots] = within.components[spikes]
         scores[:, slots] = within.scores[:, spikes]
+    rows = _PairRows(
+        eigenvalues=reported.values,
+        bounds=reported.bounds,
+        candidate=candidate,
+        stable=stable,
+        verdicts=verdict.pairs.verdicts,
+        reasons=verdict.pairs.reasons,
+        shift_z=verdict.pairs.shift_z,
+        knockoff_match=verdict.knockoff.matched,
+        displacement=verdict.knockoff.displacement,
+        overlap=verdict.knockoff.overlap,
+        components=components,
+        pca_components=pca_components,
+        scores=scores,
+    )
+    if within is not None and verdict.hidden.index.size:
+        rows = rows.extended(within, verdict.hidden)
     if not np.any(candidate):
         warnings.warn(
             f"no eigenvalue is clearly above the Marchenko-Pastur edge {edge:.4g} (largest "
@@ -575,23 +594,23 @@ def _finish(
             stacklevel=3,
         )
     return FitOutput(
-        eigenvalues=reported.values,
+        eigenvalues=rows.eigenvalues,
         knockoff_eigenvalues_all=np.stack([sp.values for sp in knock_specs]),
-        knockoff_match=verdict.knockoff.matched,
-        stable=stable,
-        candidate=candidate,
-        reasons=verdict.pairs.reasons,
-        verdicts=verdict.pairs.verdicts,
+        knockoff_match=rows.knockoff_match,
+        stable=rows.stable,
+        candidate=rows.candidate,
+        reasons=rows.reasons,
+        verdicts=rows.verdicts,
         groups=verdict.groups.labels,
         group_p_value=verdict.groups.p_value,
-        displacement=verdict.knockoff.displacement,
-        eigenvector_overlap=verdict.knockoff.overlap,
-        shift_z=verdict.pairs.shift_z,
+        displacement=rows.displacement,
+        eigenvector_overlap=rows.overlap,
+        shift_z=rows.shift_z,
         diagnostics="\n".join(diagnostics) or None,
-        eigenvalue_bounds=reported.bounds,
-        eigenvectors=components,
-        pca_eigenvectors=pca_components,
-        scores=scores,
+        eigenvalue_bounds=rows.bounds,
+        eigenvectors=rows.components,
+        pca_eigenvectors=rows.pca_components,
+        scores=rows.scores,
         location=centre.mu,
         noise_variance=s2,
         total_variance=fit.total_variance(centre.mu, m),
@@ -611,10 +630,53 @@ def _finish(
 
 
 @dataclass(frozen=True)
+class _PairRows:
+    """The result's per-eigenpair arrays: the K pairs, then any hidden within-group spikes."""
+
+    eigenvalues: np.ndarray  # (R,)
+    bounds: np.ndarray  # (R,)
+    candidate: np.ndarray  # (R,) bool
+    stable: np.ndarray  # (R,) bool
+    verdicts: np.ndarray  # (R,) str
+    reasons: np.ndarray  # (R,) str
+    shift_z: np.ndarray  # (R,)
+    knockoff_match: np.ndarray  # (B, R) int, −1: no knockoff partner
+    displacement: np.ndarray  # (R,)
+    overlap: np.ndarray  # (R,)
+    components: np.ndarray  # (R, d)
+    pca_components: np.ndarray  # (R, d)
+    scores: np.ndarray  # (n, R)
+
+    def extended(self, within: Within, hidden: HiddenSpikes) -> _PairRows:
+        """These rows followed by the hidden spikes of ``S_w`` (:class:`HiddenSpikes`): their
+        eigenvalues, bounds, vectors and scores are ``S_w``'s; no knockoff pair is theirs."""
+        j = hidden.index
+        h = j.size
+        nan = np.full(h, np.nan)
+        B = self.knockoff_match.shape[0]
+        return _PairRows(
+            eigenvalues=np.concatenate([self.eigenvalues, within.values[j]]),
+            bounds=np.concatenate([self.bounds, within.bounds[j]]),
+            candidate=np.concatenate([self.candidate, np.ones(h, bool)]),
+            stable=np.concatenate([self.stable, np.ones(h, bool)]),
+            verdicts=np.concatenate([self.verdicts, hidden.verdicts]),
+            reasons=np.concatenate([self.reasons, hidden.reasons]),
+            shift_z=np.concatenate([self.shift_z, hidden.shift_z]),
+            knockoff_match=np.hstack([self.knockoff_match, np.full((B, h), -1, np.intp)]),
+            displacement=np.concatenate([self.displacement, nan]),
+            overlap=np.concatenate([self.overlap, nan]),
+            components=np.vstack([self.components, within.components[j]]),
+            pca_components=np.vstack([self.pca_components, within.components[j]]),
+            scores=np.hstack([self.scores, within.scores[:, j]]),
+        )
+
+
+@dataclass(frozen=True)
 class Within:
     """The spikes of the within-group covariance: the data re-centred at each group's mean."""
 
     values: np.ndarray  # (K,) its top eigenvalues
+    bounds: np.ndarray  # (K,) their certified error bounds
     components: np.ndarray  # (K, d) unit eigenvectors, as rows
     scores: np.ndarray  # (n, K) (X − 1μᵀ) on them, μ the location
     line: float  # its candidate line: the edge at its own noise level plus the margin
@@ -672,7 +734,7 @@ def _within(fit: _Run, m: Moments, knock: Knockoffs, centre: Centre, groups: Gro
     Vf = flip_signs(V)
     signs = np.where(np.sum(Vf * V, axis=0) < 0, -1.0, 1.0)
     scores = (XV - (mu @ V)[None, :]) * signs
-    return Within(spec.values, Vf.T.copy(), scores, float(line))
+    return Within(spec.values, spec.bounds, Vf.T.copy(), scores, float(line))
 
 
 def _feature_overlaps(

@@ -18,7 +18,9 @@ The model, in ten lines:
    whether it carries a spike of ``S_w`` (matched one-to-one, largest total ``|cos|``).
 6. Shifted (``shift_z ≥ Φ⁻¹(1 − α/k)``) and carrying → mixed; shifted only → mean shift;
    carrying only → covariance; neither → undetermined (:mod:`.pairs`).
-7. The knockoff's displacements are computed in the same passes and reported, not used.
+7. A spike of ``S_w`` that no candidate carries was pushed out of the top K by the shifts:
+   it follows the K pairs as a covariance component (mixed when shifted), one per mean shift.
+8. The knockoff's displacements are computed in the same passes and reported, not used.
 """
 
 from __future__ import annotations
@@ -43,6 +45,7 @@ __all__ = [
     "ALPHA",
     "VERDICTS",
     "GroupFit",
+    "HiddenSpikes",
     "KnockoffReport",
     "PairVerdicts",
     "Verdict",
@@ -50,6 +53,7 @@ __all__ = [
     "between_group_share",
     "decide",
     "fit_groups",
+    "hidden_spikes",
     "judge_pairs",
     "knockoff_report",
     "match_spikes",
@@ -64,8 +68,9 @@ class WithinSpikes:
 
     values: np.ndarray  # (s,)
     components: np.ndarray  # (s, d) unit rows
-
     line: float
+    scores: np.ndarray | None = None  # (n, s) sample scores on them (for the hidden spikes)
+    bounds: np.ndarray | None = None  # (s,) certified error bounds of ``values`` (0: exact)
 
     @property
     def spikes(self) -> np.ndarray:
@@ -80,6 +85,57 @@ class Verdict:
     groups: GroupFit
     pairs: PairVerdicts
     knockoff: KnockoffReport
+    hidden: HiddenSpikes
+
+
+@dataclass(frozen=True)
+class HiddenSpikes:
+    """Spikes of ``S_w`` that no candidate carries, one per mean-shift pair at most.
+
+    With ``m`` mean-shift pairs among the top ``K`` eigenpairs, only ``K − m`` slots were
+    left for covariance; a within-group spike outside their span is a covariance
+    component the shifts pushed out, and follows the ``K`` pairs.
+    """
+
+    index: np.ndarray  # (h,) int: which within-group spikes, largest first
+    verdicts: np.ndarray  # (h,) str: "covariance", or "mixed" when shifted along it
+    shift_z: np.ndarray  # (h,)
+    reasons: np.ndarray  # (h,) str
+
+    @classmethod
+    def none(cls) -> HiddenSpikes:
+        return cls(np.zeros(0, np.intp), np.zeros(0, object), np.zeros(0), np.zeros(0, object))
+
+
+def hidden_spikes(within: WithinSpikes, pairs: PairVerdicts, labels: np.ndarray) -> HiddenSpikes:
+    """The within-group spikes no pair carries, up to one per mean-shift pair.
+
+    Only spikes above the line by more than their error bound count: no pair's convergence
+    was waited for along them.  Judged as the pairs are (:mod:`.pairs`): a spike, so
+    covariance, or mixed when ``shift_z`` along it reaches the pairs' critical value.
+    """
+    slots = int(np.count_nonzero(pairs.verdicts == "mean shift"))
+    bounds = np.zeros_like(within.values) if within.bounds is None else within.bounds
+    sure = np.flatnonzero(within.spikes & (within.values - bounds > within.line))
+    free = np.setdiff1d(sure, pairs.carried[pairs.carried >= 0])
+    index = free[:slots]
+    if not index.size or within.scores is None:
+        return HiddenSpikes.none()
+    T = within.scores[:, index]
+    z = shift_statistics(T, labels)
+    share = between_group_share(T, labels)
+    verdicts = np.where(z >= pairs.z_critical, "mixed", "covariance").astype(object)
+    reasons = np.array(
+        [
+            f"{v}: within-group spike {s + 1} (eigenvalue {within.values[s]:.4g} above its "
+            f"line {within.line:.4g}) along none of the top eigenpairs, whose mean shifts "
+            f"took its place; shift z {zs:.2f} (critical {pairs.z_critical:.2f}), "
+            f"{100 * sh:.0f} % of its variance between the groups"
+            for v, s, zs, sh in zip(verdicts, index, z, share, strict=True)
+        ],
+        dtype=object,
+    )
+    return HiddenSpikes(index, verdicts, z, reasons)
 
 
 def decide(
@@ -132,4 +188,9 @@ def decide(
         report = knockoff_report(eigenvalues, knockoff_eigenvalues, overlaps)
     else:
         report = KnockoffReport(np.full(K, np.nan), np.full(K, np.nan), np.zeros((0, K), int))
-    return Verdict(groups, pairs, report)
+    hidden = (
+        hidden_spikes(within, pairs, groups.labels)
+        if groups.found and within is not None
+        else HiddenSpikes.none()
+    )
+    return Verdict(groups, pairs, report, hidden)
