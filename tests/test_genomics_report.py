@@ -25,7 +25,7 @@ from mspca_dask.errors import ParameterError  # noqa: E402
 from mspca_dask.genomics.cli import main as genomics_main  # noqa: E402
 from mspca_dask.genomics.ld import region_diagnostic  # noqa: E402
 from mspca_dask.genomics.projection import project  # noqa: E402
-from mspca_dask.genomics.report import write_report  # noqa: E402
+from mspca_dask.genomics.report import _one_per_cell, write_report  # noqa: E402
 
 
 def _job(
@@ -227,3 +227,19 @@ def test_cli_project__method_is_chosen_and_recorded(wide: dict[str, Any], tmp_pa
     assert z.attrs["method"] == "corrected" and z["shrinkage_factor"].sizes["component"] == 4
     with pytest.raises(ParameterError, match=r"method must be one of \['corrected', 'plain'\]"):
         project(wide["fit_train"], wide["root"] / "new", method="shrunk")
+
+
+def test_a_dense_panel_keeps_one_point_in_every_occupied_cell() -> None:
+    rng = np.random.default_rng(3)
+    x, y = rng.random(20_000), rng.exponential(size=20_000)
+    x[5], y[7] = np.nan, np.inf
+    kept = _one_per_cell(x, y, (50, 20))
+    assert np.all(np.diff(kept) > 0) and not np.isin([5, 7], kept).any()
+    ok = np.isfinite(x) & np.isfinite(y)
+
+    def cell(i: np.ndarray) -> set[tuple[int, int]]:
+        cx = np.floor((x[i] - x[ok].min()) / np.ptp(x[ok]) * 49).astype(int)
+        cy = np.floor((y[i] - y[ok].min()) / np.ptp(y[ok]) * 19).astype(int)
+        return set(zip(cx.tolist(), cy.tolist(), strict=True))
+
+    assert len(cell(kept)) == kept.size == len(cell(np.flatnonzero(ok)))

@@ -46,6 +46,20 @@ _PALETTE = (
 _POINTS: dict[str, Any] = {"linestyle": "none", "marker": "o", "markeredgewidth": 0}
 
 
+def _one_per_cell(x: np.ndarray, y: np.ndarray, cells: tuple[int, int]) -> np.ndarray:
+    """Indices of one point per cell of a ``cells`` grid over the points' range.
+
+    A dense panel draws the same with one marker per cell when a cell is about a marker's
+    radius: Agg stamps every marker, also those hidden under others.
+    """
+    ok = np.flatnonzero(np.isfinite(x) & np.isfinite(y))
+    index = np.zeros(ok.size, dtype=np.int64)
+    for v, n in ((x[ok], cells[0]), (y[ok], cells[1])):
+        lo, hi = (float(v.min()), float(v.max())) if v.size else (0.0, 0.0)
+        index = index * n + np.floor((v - lo) / ((hi - lo) or 1.0) * (n - 1)).astype(np.int64)
+    return ok[np.sort(np.unique(index, return_index=True)[1])]
+
+
 def _scatter(ax: Axes, x: np.ndarray, y: np.ndarray, labels: np.ndarray | None) -> None:
     """Points of ``(x, y)``, one colour per label (largest group first)."""
     if labels is None:
@@ -176,7 +190,9 @@ def make_figures(ds: xr.Dataset, an: Analysis | None = None) -> dict[str, Figure
     a3.set_xlabel("sample call rate")
     vi = np.asarray(ds["variant_included"].values, bool)
     pr = np.asarray(ds["variant_reference_frequency"].values)
-    a4.plot(p[vi], pr[vi], markersize=1.4, alpha=0.3, color="tab:blue", **_POINTS)
+    shown = np.flatnonzero(vi)
+    shown = shown[_one_per_cell(p[shown], pr[shown], (300, 300))]  # ~300 pixels a side
+    a4.plot(p[shown], pr[shown], markersize=1.4, alpha=0.3, color="tab:blue", **_POINTS)
     a4.plot([0, 1], [0, 1], color="black", linewidth=0.8)
     a4.set_xlabel("all-sample frequency")
     a4.set_ylabel("centring (reference) frequency")
@@ -252,7 +268,9 @@ def _loadings_figure(ds: xr.Dataset) -> Figure:
     axes = fig.subplots(K, 1, sharex=True, squeeze=False)[:, 0]
     for k, ax in enumerate(axes):
         for j, tone in enumerate(("tab:blue", "tab:gray")):
-            m = colour == j
+            m = np.flatnonzero(colour == j)
+            # a panel is about 1,400 × 190 pixels at 110 dpi, a marker's radius 1.2
+            m = m[_one_per_cell(x[m], L[m, k], (1200, 160))]
             ax.plot(x[m], L[m, k], markersize=1.6, alpha=0.6, color=tone, **_POINTS)
         flagged = bool(ds["ld_region_warning"].values[k])
         c = str(ds["ld_window_contig"].values[k])
