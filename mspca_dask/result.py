@@ -76,7 +76,7 @@ _COLUMNS_NOTE = (
     "columns: eigenvalue = of the covariance about the location; knockoff, displacement = "
     "where a knockoff mean shift moved it and by how much (medians over knockoffs); overlap = "
     "|cos| of its eigenvector with the matched knockoff one; bound = certified error of the "
-    "eigenvalue; shift z = Welch's chi-square of the group means along the eigenvector as an "
+    "eigenvalue; shift z = Welch's F of the group means along the eigenvector as an "
     "N(0, 1) deviate (nan: no displaced group, nothing to measure); verdict = covariance (a "
     "spike of the within-group covariance, the groups not shifted along it), mean shift (the "
     "groups shifted along it, no spike once their means are removed), mixed (shifted, and a "
@@ -171,7 +171,7 @@ class MSPCAResult:
         Index of the knockoff eigenpair matched to each eigenpair, per knockoff; ``-1``
         for a within-group spike that follows the top eigenpairs (no knockoff partner).
     shift_z : (K,) ndarray or None
-        Evidence of a shift between the groups along each eigenvector: Welch's χ² of the
+        Evidence of a shift between the groups along each eigenvector: Welch's F of the
         group means as a normal deviate, ``N(0, 1)`` without a shift along it
         (:func:`mspca_dask.verdict.shift_statistics`).  NaN where no displaced group was
         found (there is nothing to measure); None in results written before it existed.

@@ -326,7 +326,7 @@ RESULT_VARIABLES: dict[str, VariableSpec] = {
         (COMPONENT_DIM,),
         "f",
         False,
-        "Shift between the sample groups along each eigenvector: Welch's chi-square of the "
+        "Shift between the sample groups along each eigenvector: Welch's F of the "
         "group means as an N(0, 1) deviate under no shift (NaN: no displaced group, nothing to "
         "measure); a pair is shifted above the Bonferroni critical value at level alpha over "
         "the candidates.",

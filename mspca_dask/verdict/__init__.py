@@ -14,7 +14,7 @@ The model, in ten lines:
    Not rejected: one group, every candidate covariance.
 4. The location is the inliers' mean; the covariance is that of the data re-centred at each
    group's own mean, ``S_w``, whose spikes (above its own edge) are the covariance components.
-5. Per candidate: ``shift_z``, Welch's χ² of the group means as an ``N(0, 1)`` deviate, and
+5. Per candidate: ``shift_z``, Welch's F of the group means as an ``N(0, 1)`` deviate, and
    whether it carries a spike of ``S_w`` (matched one-to-one, largest total ``|cos|``).
 6. Shifted (``shift_z ≥ Φ⁻¹(1 − α/k)``) and carrying → mixed; shifted only → mean shift;
    carrying only → covariance; neither → undetermined (:mod:`.pairs`).

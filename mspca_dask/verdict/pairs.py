@@ -2,9 +2,10 @@
 
 For each candidate pair ``j`` (scores ``t_j``, groups from :mod:`~mspca_dask.verdict.groups`):
 
-* ``shift_z`` — the between-group shift along ``j``: Welch's χ² of the group means with
-  ``G − 1`` degrees of freedom, as the normal deviate of its p-value: ``N(0, 1)`` under "no
-  shift along ``j``", so ``E z² ≈ 1`` on covariance pairs (NaN with no displaced group);
+* ``shift_z`` — the between-group shift along ``j``: Welch's F of the group means (Welch's
+  ANOVA: groups of unequal spread, with degrees of freedom for the small groups' variance
+  estimates), as the normal deviate of its p-value: ``N(0, 1)`` under "no shift along
+  ``j``", so ``E z² ≈ 1`` on covariance pairs (NaN with no displaced group);
   shifted when ``shift_z ≥ z* = Φ⁻¹(1 − α/k)`` (one-sided, Bonferroni over ``k`` candidates).
 * whether it *carries a spike of the within-group covariance* ``S_w`` (the data re-centred at
   each group's own mean): ``S_w``'s eigenpairs above its own candidate line (the bulk edge at
@@ -27,7 +28,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.special import gammainc, gammaincc, gammaln, ndtri, ndtri_exp
+from scipy.special import betaln, fdtr, fdtrc, ndtri, ndtri_exp
 
 from .knockoff import max_overlap_assignment
 from .levels import MIN_CARRIED_COSINE
@@ -36,7 +37,7 @@ __all__ = [
     "VERDICTS",
     "PairVerdicts",
     "between_group_share",
-    "chi2_deviate",
+    "f_deviate",
     "judge_pairs",
     "match_spikes",
     "shift_statistics",
@@ -64,24 +65,32 @@ class PairVerdicts:
         return np.isin(self.verdicts, ("covariance", "mixed"))
 
 
-def _welch_chi2(T: np.ndarray, labels: np.ndarray) -> tuple[np.ndarray, int]:
-    """Welch's χ² of the group means per column, and its degrees of freedom."""
+def _welch_anova(T: np.ndarray, labels: np.ndarray) -> tuple[np.ndarray, int, np.ndarray]:
+    """Welch's F of the group means per column, and its degrees of freedom.
+
+    Welch (1951): ``w_g = n_g / s_g²``, ``A = Σ w_g (m_g − m̄)² / (G − 1)`` about the
+    weighted mean, ``Λ = Σ (1 − w_g/W)² / (n_g − 1)``; ``F = A / (1 + 2(G − 2)Λ / (G² − 1))``
+    is ``F(G − 1, (G² − 1) / 3Λ)`` without a shift.  Large groups make it ``χ²_{G−1}/(G − 1)``;
+    ten groups of ten, whose variances are estimated from ten samples each, are not.
+    """
     groups = [g for g in np.unique(labels) if np.count_nonzero(labels == g) >= 2]
     if len(groups) < 2:
-        return np.zeros(T.shape[1]), 1
+        return np.zeros(T.shape[1]), 1, np.full(T.shape[1], np.inf)
+    G = len(groups)
+    size = np.array([np.count_nonzero(labels == g) for g in groups], dtype=float)[:, None]
     means = np.array([T[labels == g].mean(axis=0) for g in groups])
-    prec = np.array(
-        [
-            np.count_nonzero(labels == g) / np.maximum(T[labels == g].var(axis=0, ddof=1), 1e-300)
-            for g in groups
-        ]
-    )
-    centre = (prec * means).sum(axis=0) / prec.sum(axis=0)
-    return (prec * (means - centre) ** 2).sum(axis=0), len(groups) - 1
+    var = np.array([T[labels == g].var(axis=0, ddof=1) for g in groups])
+    w = size / np.maximum(var, 1e-300)
+    W = w.sum(axis=0)
+    centre = (w * means).sum(axis=0) / W
+    between = (w * (means - centre) ** 2).sum(axis=0) / (G - 1)
+    lam = ((1.0 - w / W) ** 2 / (size - 1.0)).sum(axis=0)
+    F = between / (1.0 + 2.0 * (G - 2) * lam / (G * G - 1))
+    return F, G - 1, (G * G - 1) / np.maximum(3.0 * lam, 1e-300)
 
 
 def shift_statistics(scores: np.ndarray, labels: np.ndarray) -> np.ndarray:
-    """``shift_z`` of every pair: Welch's χ² of the group means as a normal deviate.
+    """``shift_z`` of every pair: Welch's F of the group means as a normal deviate.
 
     Parameters
     ----------
@@ -92,46 +101,45 @@ def shift_statistics(scores: np.ndarray, labels: np.ndarray) -> np.ndarray:
     Returns
     -------
     (K,) ndarray
-        ``N(0, 1)`` per pair under no shift along it (:func:`chi2_deviate`), so ``E z² = 1``;
+        ``N(0, 1)`` per pair under no shift along it (:func:`f_deviate`), so ``E z² = 1``;
         NaN with one group (there is no shift to measure).
     """
     T = np.asarray(scores, dtype=float)
     if labels.max(initial=0) == 0:
         return np.full(T.shape[1], np.nan)
-    chi2, dof = _welch_chi2(T, labels)
-    return chi2_deviate(chi2, dof)
+    F, dfn, dfd = _welch_anova(T, labels)
+    return f_deviate(F, dfn, dfd)
 
 
-def chi2_deviate(chi2: np.ndarray, dof: int) -> np.ndarray:
-    """A ``χ²_dof`` statistic as the normal deviate of its upper-tail p-value, ``Φ⁻¹(1 − p)``.
+def f_deviate(F: np.ndarray, dfn: int, dfd: np.ndarray) -> np.ndarray:
+    """An ``F(dfn, dfd)`` statistic as the normal deviate of its upper-tail p-value.
 
-    ``N(0, 1)`` under the null whatever ``dof``.  Far in the tail, where ``p`` underflows,
-    ``log p`` comes from the asymptotic series of the incomplete gamma function.
+    ``N(0, 1)`` under the null whatever the degrees of freedom.  Far in the tail, where the
+    p-value underflows, ``log p`` is the leading term of the incomplete beta function's
+    series, ``I_x(a, b) ≈ x^a (1 − x)^b / (a B(a, b))`` at ``x = dfd / (dfd + dfn F)``.
 
     Examples
     --------
-    >>> chi2_deviate(np.array([3.841459]), 1).round(3).tolist()  # the 5 % point of χ²_1
+    >>> f_deviate(np.array([3.841459]), 1, np.array([np.inf])).round(3).tolist()  # χ²_1's 5 %
     [1.645]
-    >>> float(chi2_deviate(np.array([1e4]), 1)[0]) > 99
+    >>> float(f_deviate(np.array([1e4]), 1, np.array([30.0]))[0]) > 10
     True
     """
-    x = np.maximum(np.asarray(chi2, dtype=float), 0.0)
-    a, y = dof / 2, x / 2
-    p = gammaincc(a, y)
+    x = np.maximum(np.asarray(F, dtype=float), 0.0)
+    d2 = np.minimum(np.broadcast_to(np.asarray(dfd, dtype=float), x.shape), 1e12)
+    p = fdtrc(dfn, d2, x)
     z = np.empty_like(x)
     lower = p >= 0.5  # there the lower tail keeps the digits
-    z[lower] = ndtri(np.maximum(gammainc(a, y[lower]), 1e-300))
+    z[lower] = ndtri(np.maximum(fdtr(dfn, d2[lower], x[lower]), 1e-300))
     under = ~lower & (p < 1e-280)
     fine = ~lower & ~under
     z[fine] = -ndtri(p[fine])
     if np.any(under):
-        yu = y[under]
-        # log Q(a, y) = (a − 1) log y − y − log Γ(a) + log Σ_k (a−1)…(a−k) / y^k
-        series, term = np.ones_like(yu), np.ones_like(yu)
-        for k in range(1, 8):
-            term = term * (a - k) / yu
-            series = series + term
-        z[under] = -ndtri_exp((a - 1) * np.log(yu) - yu - gammaln(a) + np.log(series))
+        a, b = d2[under] / 2.0, dfn / 2.0
+        t = dfn * x[under]
+        log_x = np.log(d2[under]) - np.logaddexp(np.log(d2[under]), np.log(t))
+        log_1mx = np.log(t) - np.logaddexp(np.log(d2[under]), np.log(t))
+        z[under] = -ndtri_exp(a * log_x + b * log_1mx - np.log(a) - betaln(a, b))
     return z
 
 
