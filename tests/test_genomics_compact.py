@@ -427,3 +427,14 @@ def test_load_config__memory_budget_raises_on_a_bad_size(
 ) -> None:
     with pytest.raises(gx.ConfigError, match="memory_budget must be a size in bytes"):
         _job(tmp_path, cohort, "bad", 'memory_budget = "lots"')
+
+
+def test_usable_memory__is_the_lowest_of_the_machine_and_its_container_limits(tmp_path):
+    total = _compact.usable_memory(cgroup_files=())
+    unlimited, limited = tmp_path / "memory.max", tmp_path / "limit_in_bytes"
+    unlimited.write_text("max\n")
+    limited.write_text(f"{total // 8}\n")
+    assert _compact.usable_memory(cgroup_files=(str(unlimited), str(tmp_path / "none"))) == total
+    assert _compact.usable_memory(cgroup_files=(str(unlimited), str(limited))) == total // 8
+    assert _compact.DEFAULT_MEMORY_BUDGET >= 2 * 1024**3
+    assert _compact.DEFAULT_MEMORY_BUDGET <= max(2 * 1024**3, _compact.usable_memory() // 4)

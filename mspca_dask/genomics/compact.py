@@ -53,6 +53,7 @@ from . import preprocess
 
 __all__ = [
     "DEFAULT_MEMORY_BUDGET",
+    "usable_memory",
     "CompactCalls",
     "Candidates",
     "CandidateFilter",
@@ -68,8 +69,33 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-#: Bytes the compact matrix may take in memory before it goes to a temporary Zarr store.
-DEFAULT_MEMORY_BUDGET = 2 * 1024**3
+#: Where a container's memory limit is read (cgroup v2, then v1).
+_CGROUP_LIMITS = ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes")
+
+
+def usable_memory(cgroup_files: tuple[str, ...] = _CGROUP_LIMITS) -> int:
+    """Bytes of memory this process may use: the machine's, or less where its container
+    (cgroup) or its resource limit says so."""
+    import resource
+
+    import psutil
+
+    limits = [int(psutil.virtual_memory().total)]
+    for path in cgroup_files:
+        with contextlib.suppress(OSError):
+            text = Path(path).read_text().strip()
+            if text.isdigit():  # "max": no limit
+                limits.append(int(text))
+    soft = resource.getrlimit(resource.RLIMIT_AS)[0]
+    if soft != resource.RLIM_INFINITY and soft > 0:
+        limits.append(int(soft))
+    return min(limits)
+
+
+#: Bytes the compact matrix may take in memory before it goes to a temporary Zarr store: a
+#: quarter of :func:`usable_memory`, at least 2 GiB (``[compute] memory_budget``).  The
+#: fit's passes read it many times; from memory each pass costs its products only.
+DEFAULT_MEMORY_BUDGET = max(2 * 1024**3, usable_memory() // 4)
 #: Bytes of int8 calls per chunk of the compact matrix (a float32 chunk is 4× that, the
 #: float64 operand of the fit's products 8×).  Chunks this small keep those operands below
 #: glibc's mmap threshold (32 MiB), so that their memory is reused instead of mapped and
