@@ -395,6 +395,9 @@ def test_hidden_spikes_fill_at_most_one_place_per_mean_shift():
     within_shifted = WithinSpikes(within.values, within.components, 2.0, scores=W[:, [2, 1, 0, 3]])
     shifted_first = hidden_spikes(within_shifted, pairs2, labels)
     assert shifted_first.verdicts.tolist() == ["mixed", "covariance"]
+    # every computed eigenvalue above the line: no bulk in view, so no spike is claimed
+    no_bulk = WithinSpikes(np.array([9.0, 7.0, 6.0, 5.0]), np.eye(5)[:4], 2.0, scores=W)
+    assert hidden_spikes(no_bulk, pairs2, labels).index.size == 0
 
 
 def test_a_covariance_spike_pushed_out_of_the_top_k_by_shifts_comes_back(tmp_path):

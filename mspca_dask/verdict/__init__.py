@@ -18,8 +18,8 @@ The model, in ten lines:
    whether it carries a spike of ``S_w`` (matched one-to-one, largest total ``|cos|``).
 6. Shifted (``shift_z ≥ Φ⁻¹(1 − α/k)``) and carrying → mixed; shifted only → mean shift;
    carrying only → covariance; neither → undetermined (:mod:`.pairs`).
-7. A spike of ``S_w`` that no candidate carries was pushed out of the top K by the shifts:
-   it follows the K pairs as a covariance component (mixed when shifted), one per mean shift.
+7. A spike of ``S_w`` that no candidate carries, with ``S_w``'s bulk in view, was pushed out
+   of the top K by the shifts: it follows the K pairs (mixed when shifted), one per shift.
 8. The knockoff's displacements are computed in the same passes and reported, not used.
 """
 
@@ -110,10 +110,15 @@ class HiddenSpikes:
 def hidden_spikes(within: WithinSpikes, pairs: PairVerdicts, labels: np.ndarray) -> HiddenSpikes:
     """The within-group spikes no pair carries, up to one per mean-shift pair.
 
-    Only spikes above the line by more than their error bound count: no pair's convergence
-    was waited for along them.  Judged as the pairs are (:mod:`.pairs`): a spike, so
-    covariance, or mixed when ``shift_z`` along it reaches the pairs' critical value.
+    A spike needs the bulk below it: when every computed eigenvalue of ``S_w`` is above the
+    line, the line is not the edge of its bulk (correlated noise, linkage) and no spike is
+    claimed.  Only spikes above the line by more than their error bound count: no pair's
+    convergence was waited for along them.  Judged as the pairs are (:mod:`.pairs`): a
+    spike, so covariance, or mixed when ``shift_z`` along it reaches the pairs' critical
+    value.
     """
+    if np.all(within.spikes):
+        return HiddenSpikes.none()
     slots = int(np.count_nonzero(pairs.verdicts == "mean shift"))
     bounds = np.zeros_like(within.values) if within.bounds is None else within.bounds
     sure = np.flatnonzero(within.spikes & (within.values - bounds > within.line))
