@@ -76,8 +76,6 @@ _CGROUP_LIMITS = ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.lim
 def usable_memory(cgroup_files: tuple[str, ...] = _CGROUP_LIMITS) -> int:
     """Bytes of memory this process may use: the machine's, or less where its container
     (cgroup) or its resource limit says so."""
-    import resource
-
     import psutil
 
     limits = [int(psutil.virtual_memory().total)]
@@ -86,9 +84,12 @@ def usable_memory(cgroup_files: tuple[str, ...] = _CGROUP_LIMITS) -> int:
             text = Path(path).read_text().strip()
             if text.isdigit():  # "max": no limit
                 limits.append(int(text))
-    soft = resource.getrlimit(resource.RLIMIT_AS)[0]
-    if soft != resource.RLIM_INFINITY and soft > 0:
-        limits.append(int(soft))
+    with contextlib.suppress(ImportError):  # POSIX only
+        import resource
+
+        soft = resource.getrlimit(resource.RLIMIT_AS)[0]
+        if soft != resource.RLIM_INFINITY and soft > 0:
+            limits.append(int(soft))
     return min(limits)
 
 
