@@ -168,7 +168,9 @@ def fit(
     MSPCAResult
         ``eigenvalues``, ``knockoff_eigenvalues``, ``stable``, ``components`` (the covariance
         PCs), ``mean_shift_components``, ``scores`` and the reason behind every verdict;
-        ``passes`` lists the reads of the data the fit made (``params["passes"]``).
+        ``passes`` lists the reads of the data the fit made (``params["passes"]``).  It holds
+        the top ``n_components`` eigenpairs, then any within-group covariance spikes that
+        mean-shift pairs pushed out of them (:mod:`mspca_dask.verdict`, item 7).
 
     Notes
     -----
