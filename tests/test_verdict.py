@@ -426,6 +426,24 @@ def test_a_covariance_spike_pushed_out_of_the_top_k_by_shifts_comes_back(tmp_pat
     assert back.verdicts.tolist() == res.verdicts.tolist()
 
 
+@pytest.mark.parametrize("solver", ["exact", "randomized"])
+def test_a_pushed_out_spike_comes_back_in_the_dual_orientation_too(solver):
+    """d > n: the within-group spike is built from the Gram side, its component and scores
+    agree with transform()."""
+    rng = np.random.default_rng(5)
+    n, d = 600, 3000
+    X = rng.standard_normal((n, d))
+    u = np.zeros(d)
+    u[0] = 1.0
+    X += 2.8 * rng.standard_normal((n, 1)) * u
+    for g in range(3):
+        X[60 * g : 60 * (g + 1), 1 + g] += 16.0
+    res = mspca_dask.fit(X, n_components=3, random_state=0, solver=solver)
+    assert res.verdicts.tolist() == ["mean shift"] * 3 + ["covariance"]
+    assert abs(res.components[0] @ u) > 0.65  # its sampling limit at d/n = 5 is about 0.75
+    np.testing.assert_allclose(res.transform(X[:10]), res.scores[:10, 3:], atol=1e-6)
+
+
 # ---------------------------------------------------------------- calibration and power
 
 
