@@ -400,17 +400,23 @@ def test_hidden_spikes_fill_at_most_one_place_per_mean_shift():
     assert hidden_spikes(no_bulk, pairs2, labels).index.size == 0
 
 
-def test_a_covariance_spike_pushed_out_of_the_top_k_by_shifts_comes_back(tmp_path):
-    """Five shifted batches take all five places of ``n_components=5``: the covariance spike
-    follows them as a component, with no knockoff partner, and survives a round trip."""
-    rng = np.random.default_rng(20)
-    n, d = 1500, 200
+def _batches_beside_a_spike(n, d, *, spike, batches, size, shift, seed):
+    """Isotropic noise, a covariance spike of SD ``spike`` along feature 0, and ``batches``
+    groups of ``size`` rows, each shifted by ``shift`` along its own feature."""
+    rng = np.random.default_rng(seed)
     X = rng.standard_normal((n, d))
     u = np.zeros(d)
     u[0] = 1.0
-    X += 1.3 * rng.standard_normal((n, 1)) * u
-    for g in range(5):
-        X[100 * g : 100 * (g + 1), 1 + g] += 8.0
+    X += spike * rng.standard_normal((n, 1)) * u
+    for g in range(batches):
+        X[size * g : size * (g + 1), 1 + g] += shift
+    return X, u
+
+
+def test_a_covariance_spike_pushed_out_of_the_top_k_by_shifts_comes_back(tmp_path):
+    """Five shifted batches take all five places of ``n_components=5``: the covariance spike
+    follows them as a component, with no knockoff partner, and survives a round trip."""
+    X, u = _batches_beside_a_spike(1500, 200, spike=1.3, batches=5, size=100, shift=8.0, seed=20)
     res = mspca_dask.fit(X, n_components=5, random_state=0)
     assert res.n_components > 5
     assert (res.verdicts[:5] == "mean shift").all()
@@ -430,14 +436,7 @@ def test_a_covariance_spike_pushed_out_of_the_top_k_by_shifts_comes_back(tmp_pat
 def test_a_pushed_out_spike_comes_back_in_the_dual_orientation_too(solver):
     """d > n: the within-group spike is built from the Gram side, its component and scores
     agree with transform()."""
-    rng = np.random.default_rng(5)
-    n, d = 600, 3000
-    X = rng.standard_normal((n, d))
-    u = np.zeros(d)
-    u[0] = 1.0
-    X += 2.8 * rng.standard_normal((n, 1)) * u
-    for g in range(3):
-        X[60 * g : 60 * (g + 1), 1 + g] += 16.0
+    X, u = _batches_beside_a_spike(600, 3000, spike=2.8, batches=3, size=60, shift=16.0, seed=5)
     res = mspca_dask.fit(X, n_components=3, random_state=0, solver=solver)
     assert res.verdicts.tolist() == ["mean shift"] * 3 + ["covariance"]
     assert abs(res.components[0] @ u) > 0.65  # its sampling limit at d/n = 5 is about 0.75
