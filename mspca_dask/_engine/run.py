@@ -568,23 +568,6 @@ def _finish(
         components, scores = components.copy(), scores.copy()
         components[slots] = within.components[spikes]
         scores[:, slots] = within.scores[:, spikes]
-    rows = _PairRows(
-        eigenvalues=reported.values,
-        bounds=reported.bounds,
-        candidate=candidate,
-        stable=stable,
-        verdicts=verdict.pairs.verdicts,
-        reasons=verdict.pairs.reasons,
-        shift_z=verdict.pairs.shift_z,
-        knockoff_match=verdict.knockoff.matched,
-        displacement=verdict.knockoff.displacement,
-        overlap=verdict.knockoff.overlap,
-        components=components,
-        pca_components=pca_components,
-        scores=scores,
-    )
-    if within is not None and verdict.hidden.index.size:
-        rows = rows.extended(within, verdict.hidden)
     if not np.any(candidate):
         warnings.warn(
             f"no eigenvalue is clearly above the Marchenko-Pastur edge {edge:.4g} (largest "
@@ -593,24 +576,24 @@ def _finish(
             NoSpikeWarning,
             stacklevel=3,
         )
-    return FitOutput(
-        eigenvalues=rows.eigenvalues,
+    output = FitOutput(
+        eigenvalues=reported.values,
         knockoff_eigenvalues_all=np.stack([sp.values for sp in knock_specs]),
-        knockoff_match=rows.knockoff_match,
-        stable=rows.stable,
-        candidate=rows.candidate,
-        reasons=rows.reasons,
-        verdicts=rows.verdicts,
+        knockoff_match=verdict.knockoff.matched,
+        stable=stable,
+        candidate=candidate,
+        reasons=verdict.pairs.reasons,
+        verdicts=verdict.pairs.verdicts,
         groups=verdict.groups.labels,
         group_p_value=verdict.groups.p_value,
-        displacement=rows.displacement,
-        eigenvector_overlap=rows.overlap,
-        shift_z=rows.shift_z,
+        displacement=verdict.knockoff.displacement,
+        eigenvector_overlap=verdict.knockoff.overlap,
+        shift_z=verdict.pairs.shift_z,
         diagnostics="\n".join(diagnostics) or None,
-        eigenvalue_bounds=rows.bounds,
-        eigenvectors=rows.components,
-        pca_eigenvectors=rows.pca_components,
-        scores=rows.scores,
+        eigenvalue_bounds=reported.bounds,
+        eigenvectors=components,
+        pca_eigenvectors=pca_components,
+        scores=scores,
         location=centre.mu,
         noise_variance=s2,
         total_variance=fit.total_variance(centre.mu, m),
@@ -627,48 +610,35 @@ def _finish(
             else "float64"
         ),
     )
+    if within is not None and verdict.hidden.index.size:
+        output = _with_hidden(output, within, verdict.hidden)
+    return output
 
 
-@dataclass(frozen=True)
-class _PairRows:
-    """The result's per-eigenpair arrays: the K pairs, then any hidden within-group spikes."""
-
-    eigenvalues: np.ndarray  # (R,)
-    bounds: np.ndarray  # (R,)
-    candidate: np.ndarray  # (R,) bool
-    stable: np.ndarray  # (R,) bool
-    verdicts: np.ndarray  # (R,) str
-    reasons: np.ndarray  # (R,) str
-    shift_z: np.ndarray  # (R,)
-    knockoff_match: np.ndarray  # (B, R) int, −1: no knockoff partner
-    displacement: np.ndarray  # (R,)
-    overlap: np.ndarray  # (R,)
-    components: np.ndarray  # (R, d)
-    pca_components: np.ndarray  # (R, d)
-    scores: np.ndarray  # (n, R)
-
-    def extended(self, within: Within, hidden: HiddenSpikes) -> _PairRows:
-        """These rows followed by the hidden spikes of ``S_w`` (:class:`HiddenSpikes`): their
-        eigenvalues, bounds, vectors and scores are ``S_w``'s; no knockoff pair is theirs."""
-        j = hidden.index
-        h = j.size
-        nan = np.full(h, np.nan)
-        B = self.knockoff_match.shape[0]
-        return _PairRows(
-            eigenvalues=np.concatenate([self.eigenvalues, within.values[j]]),
-            bounds=np.concatenate([self.bounds, within.bounds[j]]),
-            candidate=np.concatenate([self.candidate, np.ones(h, bool)]),
-            stable=np.concatenate([self.stable, np.ones(h, bool)]),
-            verdicts=np.concatenate([self.verdicts, hidden.verdicts]),
-            reasons=np.concatenate([self.reasons, hidden.reasons]),
-            shift_z=np.concatenate([self.shift_z, hidden.shift_z]),
-            knockoff_match=np.hstack([self.knockoff_match, np.full((B, h), -1, np.intp)]),
-            displacement=np.concatenate([self.displacement, nan]),
-            overlap=np.concatenate([self.overlap, nan]),
-            components=np.vstack([self.components, within.components[j]]),
-            pca_components=np.vstack([self.pca_components, within.components[j]]),
-            scores=np.hstack([self.scores, within.scores[:, j]]),
-        )
+def _with_hidden(output: FitOutput, within: Within, hidden: HiddenSpikes) -> FitOutput:
+    """``output`` with the hidden spikes of ``S_w`` (:class:`HiddenSpikes`) after its ``K``
+    pairs: their eigenvalues, bounds, vectors and scores are ``S_w``'s; no knockoff pair is
+    theirs (``knockoff_match`` −1, NaN displacement and overlap)."""
+    j = hidden.index
+    h = j.size
+    nan = np.full(h, np.nan)
+    B = output.knockoff_match.shape[0]
+    return replace(
+        output,
+        eigenvalues=np.concatenate([output.eigenvalues, within.values[j]]),
+        eigenvalue_bounds=np.concatenate([output.eigenvalue_bounds, within.bounds[j]]),
+        candidate=np.concatenate([output.candidate, np.ones(h, bool)]),
+        stable=np.concatenate([output.stable, np.ones(h, bool)]),
+        verdicts=np.concatenate([output.verdicts, hidden.verdicts]),
+        reasons=np.concatenate([output.reasons, hidden.reasons]),
+        shift_z=np.concatenate([output.shift_z, hidden.shift_z]),
+        knockoff_match=np.hstack([output.knockoff_match, np.full((B, h), -1, np.intp)]),
+        displacement=np.concatenate([output.displacement, nan]),
+        eigenvector_overlap=np.concatenate([output.eigenvector_overlap, nan]),
+        eigenvectors=np.vstack([output.eigenvectors, within.components[j]]),
+        pca_eigenvectors=np.vstack([output.pca_eigenvectors, within.components[j]]),
+        scores=np.hstack([output.scores, within.scores[:, j]]),
+    )
 
 
 @dataclass(frozen=True)
