@@ -136,10 +136,10 @@ def f_deviate(F: np.ndarray, dfn: int, dfd: np.ndarray) -> np.ndarray:
     z[fine] = -ndtri(p[fine])
     if np.any(under):
         a, b = d2[under] / 2.0, dfn / 2.0
-        t = dfn * x[under]
-        log_x = np.log(d2[under]) - np.logaddexp(np.log(d2[under]), np.log(t))
-        log_1mx = np.log(t) - np.logaddexp(np.log(d2[under]), np.log(t))
-        z[under] = -ndtri_exp(a * log_x + b * log_1mx - np.log(a) - betaln(a, b))
+        log_d2, log_t = np.log(d2[under]), np.log(dfn * x[under])
+        log_sum = np.logaddexp(log_d2, log_t)  # x = d2 / (d2 + t), 1 − x = t / (d2 + t)
+        log_p = a * (log_d2 - log_sum) + b * (log_t - log_sum) - np.log(a) - betaln(a, b)
+        z[under] = -ndtri_exp(log_p)
     return z
 
 
