@@ -470,8 +470,9 @@ def _plink_eigenvec(path: Path, sample_ids: np.ndarray) -> np.ndarray:
 HOW_TO_READ = (
     "How to read: one row per command, its median wall time over the alternating repeats, "
     "the peak memory of its process tree and its ratio to `plink2 --pca approx` (below 1: "
-    "faster than PLINK 2). Both tools read the same PLINK fileset with the same filters and "
-    "threads; with LD pruning both prune first, and PLINK 2's row holds both of its commands. "
+    "faster than PLINK 2). The job reads the cohort's VCF Zarr store, PLINK 2 the PLINK 1 "
+    "fileset written from it (the same genotypes), with the same filters and threads; with "
+    "LD pruning both prune first, and PLINK 2's row holds both of its commands. "
     "The job's rows include its start-up, QC, the verdicts and its outputs; PLINK 2's compute "
     "PCs only. The biobank section scales this run's throughput per core linearly: a lower "
     "bound of the order of magnitude, not a measurement. The PC table says whether the job's "

@@ -143,6 +143,33 @@ def test_read_bed_calls__equals_bed_reader_for_any_sample_count_and_rows(
     np.testing.assert_array_equal(got, expected[start:stop])
 
 
+@settings(max_examples=60, deadline=None)
+@given(
+    lines=st.lists(
+        st.lists(st.text("ACGT1:._-\"'#", min_size=1, max_size=4), min_size=5, max_size=8),
+        max_size=12,
+    ),
+    gaps=st.sampled_from([" ", "\t", "  ", " \t "]),
+    blank=st.booleans(),
+)
+def test_read_table__any_fields_and_whitespace_read_as_str_split_does(
+    tmp_path_factory: pytest.TempPathFactory, lines: list[list[str]], gaps: str, blank: bool
+) -> None:
+    # the fast tokenizer and the line-by-line reader agree: quotes and '#' are plain
+    # characters, longer lines keep their first six fields, a short line is named
+    text = "".join(gaps + gaps.join(f) + gaps + "\n" + ("\n" if blank else "") for f in lines)
+    path = tmp_path_factory.mktemp("table") / "x.bim"
+    path.write_text(text, encoding="utf-8")
+    short = [i for i, f in enumerate(lines) if len(f) < 6]
+    if short:
+        with pytest.raises(InputError, match="fields; a .bim line has 6"):
+            plink._read_table(path, 6, ".bim")
+        return
+    got = plink._read_table(path, 6, ".bim")
+    assert got.shape == (len(lines), 6)
+    assert got.tolist() == [f[:6] for f in lines]
+
+
 def test_open_plink__refuses_a_truncated_bed_with_the_sizes(
     cohort: dict[str, Any], tmp_path: Path
 ) -> None:
