@@ -333,7 +333,9 @@ def test_decide_runs_the_model_end_to_end():
     T[:, 1] *= 3.0
     components = np.eye(3)
     groups = fit_groups(T[:, :2])
-    within = WithinSpikes(np.array([9.0, 1.0]), np.eye(3)[[1, 2]], line=2.0)
+    within = WithinSpikes(
+        np.array([9.0, 1.0]), np.eye(3)[[1, 2]], 2.0, scores=T[:, 1:], bounds=np.zeros(2)
+    )
     v = decide(T, T.var(axis=0), np.array([True, True, False]), components, groups, within=within)
     assert v.groups.found
     assert v.pairs.verdicts.tolist() == ["mean shift", "covariance", "bulk"]
@@ -378,7 +380,9 @@ def test_hidden_spikes_fill_at_most_one_place_per_mean_shift():
     assert pairs.verdicts.tolist() == ["mean shift", "covariance"]
     W = rng.standard_normal((n, 4))
     W[:60, 2] += 8.0  # the second free spike is shifted between the groups
-    within = WithinSpikes(np.array([9.0, 7.0, 6.0, 1.0]), np.eye(5)[:4], 2.0, scores=W)
+    within = WithinSpikes(
+        np.array([9.0, 7.0, 6.0, 1.0]), np.eye(5)[:4], 2.0, scores=W, bounds=np.zeros(4)
+    )
     one = hidden_spikes(within, pairs, labels)
     assert one.index.tolist() == [1]  # spike 0 is carried, spike 3 below the line
     assert one.verdicts.tolist() == ["covariance"]
@@ -392,11 +396,15 @@ def test_hidden_spikes_fill_at_most_one_place_per_mean_shift():
     )
     two = hidden_spikes(within, pairs2, labels)
     assert two.index.tolist() == [0, 1]  # two mean shifts, two places, largest first
-    within_shifted = WithinSpikes(within.values, within.components, 2.0, scores=W[:, [2, 1, 0, 3]])
+    within_shifted = WithinSpikes(
+        within.values, within.components, 2.0, scores=W[:, [2, 1, 0, 3]], bounds=np.zeros(4)
+    )
     shifted_first = hidden_spikes(within_shifted, pairs2, labels)
     assert shifted_first.verdicts.tolist() == ["mixed", "covariance"]
     # every computed eigenvalue above the line: no bulk in view, so no spike is claimed
-    no_bulk = WithinSpikes(np.array([9.0, 7.0, 6.0, 5.0]), np.eye(5)[:4], 2.0, scores=W)
+    no_bulk = WithinSpikes(
+        np.array([9.0, 7.0, 6.0, 5.0]), np.eye(5)[:4], 2.0, scores=W, bounds=np.zeros(4)
+    )
     assert hidden_spikes(no_bulk, pairs2, labels).index.size == 0
 
 

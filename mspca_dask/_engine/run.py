@@ -551,11 +551,7 @@ def _finish(
         components,
         groups,
         level=prm.alpha,
-        within=None
-        if within is None
-        else WithinSpikes(
-            within.values, within.components, within.line, within.scores, within.bounds
-        ),
+        within=within,
         knockoff_eigenvalues=np.stack([sp.values for sp in knock_specs]),
         overlaps=overlaps,
     )
@@ -615,7 +611,7 @@ def _finish(
     return output
 
 
-def _with_hidden(output: FitOutput, within: Within, hidden: HiddenSpikes) -> FitOutput:
+def _with_hidden(output: FitOutput, within: WithinSpikes, hidden: HiddenSpikes) -> FitOutput:
     """``output`` with the hidden spikes of ``S_w`` (:class:`HiddenSpikes`) after its ``K``
     pairs: their eigenvalues, bounds, vectors and scores are ``S_w``'s; no knockoff pair is
     theirs (``knockoff_match`` −1, NaN displacement and overlap)."""
@@ -641,18 +637,9 @@ def _with_hidden(output: FitOutput, within: Within, hidden: HiddenSpikes) -> Fit
     )
 
 
-@dataclass(frozen=True)
-class Within:
-    """The spikes of the within-group covariance: the data re-centred at each group's mean."""
-
-    values: np.ndarray  # (K,) its top eigenvalues
-    bounds: np.ndarray  # (K,) their certified error bounds
-    components: np.ndarray  # (K, d) unit eigenvectors, as rows
-    scores: np.ndarray  # (n, K) (X − 1μᵀ) on them, μ the location
-    line: float  # its candidate line: the edge at its own noise level plus the margin
-
-
-def _within(fit: _Run, m: Moments, knock: Knockoffs, centre: Centre, groups: GroupFit) -> Within:
+def _within(
+    fit: _Run, m: Moments, knock: Knockoffs, centre: Centre, groups: GroupFit
+) -> WithinSpikes:
     """Top-K eigenpairs of ``S_w = X_wᵀX_w / n``, ``X_w = X − Σ_g 1_g μ_gᵀ`` (every row less its
     group's mean): the covariance with the shift removed, a low-rank update of the operator
     the passes have built (at most two reads: the group sums, and the scores when the
@@ -704,7 +691,7 @@ def _within(fit: _Run, m: Moments, knock: Knockoffs, centre: Centre, groups: Gro
     Vf = flip_signs(V)
     signs = np.where(np.sum(Vf * V, axis=0) < 0, -1.0, 1.0)
     scores = (XV - (mu @ V)[None, :]) * signs
-    return Within(spec.values, spec.bounds, Vf.T.copy(), scores, float(line))
+    return WithinSpikes(spec.values, Vf.T.copy(), float(line), scores, spec.bounds)
 
 
 def _feature_overlaps(

@@ -68,9 +68,9 @@ class WithinSpikes:
 
     values: np.ndarray  # (s,)
     components: np.ndarray  # (s, d) unit rows
-    line: float
-    scores: np.ndarray | None = None  # (n, s) sample scores on them (for the hidden spikes)
-    bounds: np.ndarray | None = None  # (s,) certified error bounds of ``values`` (0: exact)
+    line: float  # its candidate line: the edge at its own noise level plus the margin
+    scores: np.ndarray  # (n, s) sample scores on them, about the location
+    bounds: np.ndarray  # (s,) certified error bounds of ``values`` (0: exact)
 
     @property
     def spikes(self) -> np.ndarray:
@@ -120,11 +120,10 @@ def hidden_spikes(within: WithinSpikes, pairs: PairVerdicts, labels: np.ndarray)
     if np.all(within.spikes):
         return HiddenSpikes.none()
     slots = int(np.count_nonzero(pairs.verdicts == "mean shift"))
-    bounds = np.zeros_like(within.values) if within.bounds is None else within.bounds
-    sure = np.flatnonzero(within.spikes & (within.values - bounds > within.line))
+    sure = np.flatnonzero(within.spikes & (within.values - within.bounds > within.line))
     free = np.setdiff1d(sure, pairs.carried[pairs.carried >= 0])
     index = free[:slots]
-    if not index.size or within.scores is None:
+    if not index.size:
         return HiddenSpikes.none()
     T = within.scores[:, index]
     z = shift_statistics(T, labels)
