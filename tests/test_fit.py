@@ -372,7 +372,9 @@ _W_GROUPS, _W_SCORES = "mspca-within-groups", "mspca-within-scores"
         ("small", None, (100, -1), [_STATS, _OUT, _W_GROUPS, _W_SCORES]),
         # the location step's groups give their sums: the within-group step reads only scores
         ("small", "auto", (100, -1), [_STATS, _LOC_SCORES, _LOC_GROUPS, _OUT, _W_SCORES]),
-        ("small", "auto", (-1, 50), [_STATS, _LOC_MEAN, _OUT, _W_GROUPS, _W_SCORES]),
+        # dual: the location's read also takes every group's sum and puts its indicator in
+        # the basis
+        ("small", "auto", (-1, 50), [_STATS, _LOC_MEAN, _OUT, _W_SCORES]),
     ],
 )
 def test_fit__exact_reads_the_data_once_per_planned_pass(request, data, location, chunks, names):

@@ -263,7 +263,9 @@ class FitPlan:
                     ("mspca-pass-k", "Krylov passes until the mean-centred spectrum settles")
                 )
             if self.dual:
-                out.append(("mspca-location-mean", "the inlier location" + krylov))
+                out.append(
+                    ("mspca-location-mean", "the inlier location and its groups' sums" + krylov)
+                )
             else:
                 kept = "" if exact else " (only if the basis's images were not kept)"
                 out.append(("mspca-location-scores", "scores on the mean-centred spectrum" + kept))

@@ -137,6 +137,7 @@ class Centre:
     groups: GroupFit | None = None  # location="auto": the groups its location comes from
     group_images: np.ndarray | None = None  # primal Xᵀ1_g (d, G − 1) of those groups
     coef: np.ndarray | None = None  # dual location="auto": μ = Xᵀa, this is a (n,)
+    group_sums: np.ndarray | None = None  # dual: Xᵀ1_g (d, G) of every group, 1_g in the basis
 
 
 @dataclass(frozen=True)
@@ -375,8 +376,14 @@ def _estimate_location(fit: _Run, m: Moments, knock: Knockoffs) -> Centre:
         # operator applied to a.
         beta = V0 @ (offsets / np.where(sing > 0, sing, 1.0))
         a = beta + (1.0 - float(beta.sum())) / n
-        out = spectra.read_with("mspca-location-mean", known, extra=[a[:, None]], keep=a[:, None])
-        return Centre(out["keep"][:, 0], spectra.apply(a), groups, coef=a)
+        # the within-group covariance needs every group's sum and indicator in the basis
+        # (:func:`_within`): they ride on this pass
+        every = _indicators(groups) if groups.found else np.zeros((n, 0))
+        out = spectra.read_with(
+            "mspca-location-mean", known, extra=[a[:, None], every], keep=np.c_[a, every]
+        )
+        sums = out["keep"][:, 1:] if groups.found else None
+        return Centre(out["keep"][:, 0], spectra.apply(a), groups, coef=a, group_sums=sums)
     centre = Centre(xbar + V0 @ offsets, None, groups)
     if not members.shape[1]:
         return centre
@@ -637,6 +644,11 @@ def _with_hidden(output: FitOutput, within: WithinSpikes, hidden: HiddenSpikes) 
     )
 
 
+def _indicators(groups: GroupFit) -> np.ndarray:
+    """(n, G) float: each group's indicator, the inliers' first."""
+    return (groups.labels[:, None] == np.arange(groups.n_groups)[None, :]).astype(float)
+
+
 def _within(
     fit: _Run, m: Moments, knock: Knockoffs, centre: Centre, groups: GroupFit
 ) -> WithinSpikes:
@@ -646,13 +658,15 @@ def _within(
     solver kept no images)."""
     n, d, K = fit.n, fit.d, fit.plan.params.n_components
     spectra = fit.spectra
-    labels = groups.labels
-    members = (labels[:, None] == np.arange(groups.n_groups)[None, :]).astype(float)  # (n, G)
+    members = _indicators(groups)  # (n, G)
     counts = members.sum(axis=0)
     known = fit.known_vectors(knock, centre, m)
     if fit.dual:
-        out = spectra.read_with("mspca-within-groups", known, extra=[members], keep=members)
-        sums = out["keep"]  # (d, G) Xᵀ1_g
+        if centre.group_sums is not None and centre.groups is groups:
+            sums = centre.group_sums  # the location's pass put the indicators in the basis
+        else:
+            out = spectra.read_with("mspca-within-groups", known, extra=[members], keep=members)
+            sums = out["keep"]  # (d, G) Xᵀ1_g
         means = sums / counts
         gram_members = spectra.apply(members)  # (n, G) X Xᵀ 1_g
         images = gram_members / counts  # X μ_g
