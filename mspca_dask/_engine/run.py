@@ -654,8 +654,8 @@ def _within(
 ) -> WithinSpikes:
     """Top-K eigenpairs of ``S_w = X_wᵀX_w / n``, ``X_w = X − Σ_g 1_g μ_gᵀ`` (every row less its
     group's mean): the covariance with the shift removed, a low-rank update of the operator
-    the passes have built (at most two reads: the group sums, and the scores when the
-    solver kept no images)."""
+    the passes have built (at most two reads: the group sums, unless the location step's
+    pass took them, and the scores when the solver kept no images)."""
     n, d, K = fit.n, fit.d, fit.plan.params.n_components
     spectra = fit.spectra
     members = _indicators(groups)  # (n, G)
