@@ -378,7 +378,7 @@ def _estimate_location(fit: _Run, m: Moments, knock: Knockoffs) -> Centre:
         a = beta + (1.0 - float(beta.sum())) / n
         # the within-group covariance needs every group's sum and indicator in the basis
         # (:func:`_within`): they ride on this pass
-        every = _indicators(groups) if groups.found else np.zeros((n, 0))
+        every = groups.indicators(inliers=True) if groups.found else np.zeros((n, 0))
         out = spectra.read_with(
             "mspca-location-mean", known, extra=[a[:, None], every], keep=np.c_[a, every]
         )
@@ -644,11 +644,6 @@ def _with_hidden(output: FitOutput, within: WithinSpikes, hidden: HiddenSpikes) 
     )
 
 
-def _indicators(groups: GroupFit) -> np.ndarray:
-    """(n, G) float: each group's indicator, the inliers' first."""
-    return (groups.labels[:, None] == np.arange(groups.n_groups)[None, :]).astype(float)
-
-
 def _within(
     fit: _Run, m: Moments, knock: Knockoffs, centre: Centre, groups: GroupFit
 ) -> WithinSpikes:
@@ -658,7 +653,7 @@ def _within(
     pass took them, and the scores when the solver kept no images)."""
     n, d, K = fit.n, fit.d, fit.plan.params.n_components
     spectra = fit.spectra
-    members = _indicators(groups)  # (n, G)
+    members = groups.indicators(inliers=True)  # (n, G)
     counts = members.sum(axis=0)
     known = fit.known_vectors(knock, centre, m)
     if fit.dual:

@@ -72,10 +72,11 @@ class GroupFit:
         """Whether displaced groups were declared."""
         return self.n_groups > 1
 
-    def indicators(self) -> np.ndarray:
-        """(n, G − 1) float ndarray: membership of each displaced group (no inliers column)."""
-        G = self.n_groups
-        return (self.labels[:, None] == np.arange(1, G)[None, :]).astype(float)
+    def indicators(self, inliers: bool = False) -> np.ndarray:
+        """(n, G − 1) float ndarray: membership of each displaced group; with ``inliers``,
+        (n, G) with the inliers' column first."""
+        first = 0 if inliers else 1
+        return (self.labels[:, None] == np.arange(first, self.n_groups)[None, :]).astype(float)
 
 
 def _gain(T: np.ndarray, pinned: np.ndarray | None) -> float:
