@@ -90,9 +90,9 @@ HOW_TO_READ = (
     "in which at least half of every shifted group's samples are outside the inliers' group. "
     "*as covariance*: share of fits with a stable component at |cos| ≥ 0.5 to a shift "
     "direction (the minority returned as covariance); where the shift itself lies along the "
-    "inliers' covariance it also counts a right covariance component (P-angle45: u₁ is at "
-    "|cos| 0.71 to the shift by construction; a real minority's mean can lie along the main "
-    "class's own principal axes). Brackets: Wilson 95 % intervals. Times "
+    "inliers' covariance it also counts a right covariance component (a shift at 45° to a "
+    "spike lies at |cos| 0.71 to it; a real minority's mean can lie along the main class's "
+    "own principal axes). Brackets: Wilson 95 % intervals. Times "
     "are seconds per fit (median), data generation excluded."
 )
 
