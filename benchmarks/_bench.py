@@ -221,9 +221,17 @@ def run_measured(code: str, timeout: float | None = None) -> dict[str, Any]:
 
 
 def write_zarr_store(
-    path: str, n: int, d: int, chunk_rows: int, *, seed: int = 0, pi1: float = 0.1
+    path: str,
+    n: int,
+    d: int,
+    chunk_rows: int,
+    *,
+    seed: int = 0,
+    pi1: float = 0.1,
+    chunk_cols: int | None = None,
 ) -> dict[str, Any]:
-    """The paper's mixture (one covariance spike, one shifted cluster) as float32 Zarr."""
+    """The paper's mixture (one covariance spike, one shifted cluster) as float32 Zarr,
+    chunked ``(chunk_rows, chunk_cols)`` (whole rows when ``chunk_cols`` is None)."""
     from mspca_dask.testing import make_spiked_mixture
 
     c = d / n
@@ -236,7 +244,7 @@ def write_zarr_store(
         random_state=seed,
     )
     t0 = time.perf_counter()
-    model.write_zarr(path, chunks=(chunk_rows, None), dtype="float32", overwrite=True)
+    model.write_zarr(path, chunks=(chunk_rows, chunk_cols), dtype="float32", overwrite=True)
     return {"write_seconds": time.perf_counter() - t0, "disk_bytes": dir_bytes(path)}
 
 
