@@ -234,10 +234,17 @@ def _quiet(kernel: Any) -> Any:
     return run
 
 
+def _weighted(rows: Any, weights: Any) -> Any:
+    """``diag(w) rows`` for a chunk's per-row weights ``w`` (rows, 1); ``rows`` when None."""
+    if weights is None:
+        return rows
+    return rows * _like(weights, rows).astype(rows.dtype, copy=False)
+
+
 @_quiet
-def _gram_kernel(block: Any) -> Any:
+def _gram_kernel(block: Any, weights: Any = None) -> Any:
     b = _as_aligned(block)
-    return _host((b.T @ b)[None])
+    return _host((b.T @ _weighted(b, weights))[None])
 
 
 def _compute_dtype(block: Any, single: bool) -> Any:
@@ -246,9 +253,12 @@ def _compute_dtype(block: Any, single: bool) -> Any:
 
 
 @_quiet
-def _krylov_kernel(block: Any, V: Any, single: bool = False) -> tuple[Any, Any]:
+def _krylov_kernel(
+    block: Any, V: Any, single: bool = False, weights: Any = None
+) -> tuple[Any, Any]:
     """Both products of a Krylov step from one read of the chunk:
-    ``(bᵀ(b V) (1, p, a) float64, b V (rows, a))``.
+    ``(bᵀ diag(w) (b V) (1, p, a) float64, b V (rows, a))`` (``w`` the rows' weights, 1 when
+    None).
 
     ``b V`` is the chunk's part of the block's *image* ``M V``; keeping it lets the final
     scores (or loadings) come from the basis instead of another pass.  It stays in the
@@ -257,7 +267,7 @@ def _krylov_kernel(block: Any, V: Any, single: bool = False) -> tuple[Any, Any]:
     dtype = _compute_dtype(block, single)
     b = _as_aligned(block, dtype)
     bV = b @ _as_aligned(_like(V, b), dtype)
-    return _host((b.T @ bV).astype(np.float64, copy=False)[None]), _host(bV)
+    return _host((b.T @ _weighted(bV, weights)).astype(np.float64, copy=False)[None]), _host(bV)
 
 
 def _pick(fused: Any, index: int) -> Any:
@@ -321,6 +331,7 @@ class _Products:
     keep: bool = False
     side: bool = False
     stats: bool = False
+    weighted: bool = False  # the Gram and Krylov products weight M's rows (an operand)
 
     def parts(self) -> tuple[str, ...]:
         return (
@@ -337,22 +348,26 @@ def _pass_kernel(block: Any, *operands: Any, what: _Products, single: bool = Fal
     """Every product of a pass from one read of the chunk, as a one-element object array
     holding a tuple in the order of ``what.parts()``.
 
-    ``operands`` are the Krylov block, the kept block and the side block, those asked for,
-    in that order.  Each product is the kernel it would be alone (same casts, same sums):
-    the fusion changes when the chunk is freed, not a bit of the results.
+    ``operands`` are the Krylov block, the kept block, the side block and the rows' weights,
+    those asked for, in that order.  Each product is the kernel it would be alone (same
+    casts, same sums): the fusion changes when the chunk is freed, not a bit of the results.
     """
     block = _joined(block)
     given = iter(_joined(o) for o in operands)
     results: list[Any] = []
+    krylov = next(given) if what.krylov else None
+    keep = next(given) if what.keep else None
+    side = next(given) if what.side else None
+    weights = next(given) if what.weighted else None
     if what.gram:
-        results.append(_gram_kernel(block))
+        results.append(_gram_kernel(block, weights))
     if what.krylov:
-        partial, image = _krylov_kernel(block, next(given), single)
+        partial, image = _krylov_kernel(block, krylov, single, weights)
         results += [partial, image] if what.krylov_images else [partial]
     if what.keep:
-        results.append(_keep_kernel(block, next(given), single))
+        results.append(_keep_kernel(block, keep, single))
     if what.side:
-        results.append(_side_kernel(block, next(given)))
+        results.append(_side_kernel(block, side))
     if what.stats:
         results.extend(_stats_kernel(block))
     out = np.empty(1, dtype=object)
@@ -414,6 +429,7 @@ def pass_graph(
     stats: bool = False,
     single: bool = False,
     krylov_images: bool = False,
+    row_weights: np.ndarray | None = None,
 ) -> dict[str, da.Array]:
     """Lazy products of one pass over ``data.M``; every entry reads the same chunks.
 
@@ -441,6 +457,9 @@ def pass_graph(
         With ``krylov``, also include ``krylov_image`` = ``M V`` (m, a), computed in the same
         task as ``Mᵀ(M V)`` (no extra product; float32 at single precision on float32
         chunks, else float64).
+    row_weights : (m,) ndarray, optional
+        Weights ``w`` of ``M``'s rows: ``gram`` becomes ``Mᵀ diag(w) M`` and ``krylov``
+        ``Mᵀ diag(w) M V`` (``krylov_image`` stays ``M V``).
 
     Returns
     -------
@@ -456,6 +475,9 @@ def pass_graph(
         operands += [_small(keep), "jb"]
     if side is not None:
         operands += [_big_side(side, M), "ic"]
+    weighted = row_weights is not None and (gram or krylov is not None)
+    if weighted:
+        operands += [_big_side(np.asarray(row_weights, dtype=np.float64)[:, None], M), "iw"]
     what = _Products(
         gram=gram,
         krylov=krylov is not None,
@@ -463,6 +485,7 @@ def pass_graph(
         keep=keep is not None,
         side=side is not None,
         stats=stats,
+        weighted=weighted,
     )
     out: dict[str, da.Array] = {}
     if not what.parts():

@@ -44,6 +44,24 @@ def test_pass_graph__statistics_of_irregular_chunks_match_numpy() -> None:
     assert out["row_nonfinite"].dtype == np.int64 and not out["col_nonfinite"].any()
 
 
+@pytest.mark.parametrize("single", [False, True])
+def test_pass_graph__row_weights_weight_the_gram_and_krylov_products_only(single) -> None:
+    rng = np.random.default_rng(2)
+    X = rng.standard_normal((50, 6)).astype(np.float32)
+    w, V = rng.uniform(0.2, 3.0, 50), rng.standard_normal((6, 2))
+    data = orient(da.from_array(X, chunks=((7, 20, 23), (6,))), dual=False)
+    out = da.compute(
+        pass_graph(
+            data, gram=True, krylov=V, krylov_images=True, keep=V, row_weights=w, single=single
+        )
+    )[0]
+    X64, rtol = X.astype(np.float64), 1e-5 if single else 1e-12
+    np.testing.assert_allclose(out["gram"], X64.T @ (w[:, None] * X64), rtol=1e-12)
+    np.testing.assert_allclose(out["krylov"], X64.T @ (w[:, None] * (X64 @ V)), rtol=rtol)
+    np.testing.assert_allclose(out["krylov_image"], X64 @ V, rtol=rtol)  # the image: unweighted
+    np.testing.assert_allclose(out["keep"], X64 @ V, rtol=rtol)
+
+
 def test_pass_graph__kernels_read_each_chunk_itself_not_a_copy(monkeypatch) -> None:
     """Dask's ``concatenate=True`` copied every chunk of ``M`` once per pass and product."""
     import mspca_dask._passes as passes
