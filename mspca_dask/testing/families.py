@@ -93,7 +93,8 @@ class Truth:
     ----------
     clean_top : (n_features,) ndarray
         Unit top eigenvector of the clean sample covariance: the data without the mean-shift
-        term (simulated families: ``Yᵀ Y / n``, uncentred, as
+        term (simulated families: ``Yᵀ Y / n``, uncentred, of the inliers' rows alone when a
+        batch has more noise, as
         :meth:`~mspca_dask.testing.SpikedMixture.clean_top_eigenvectors`; real families: the
         covariance of the main class alone).
     membership : (n_samples,) int ndarray
@@ -244,15 +245,21 @@ def _unit_columns(A: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(A / np.linalg.norm(A, axis=0))
 
 
-def _top_eigenvector(model: _Rows, centre: np.ndarray | None = None) -> np.ndarray:
-    """Top eigenvector of ``(Y - centre)ᵀ(Y - centre) / n``, Y the clean rows; sign fixed."""
+def _top_eigenvector(
+    model: _Rows, centre: np.ndarray | None = None, rows: np.ndarray | None = None
+) -> np.ndarray:
+    """Top eigenvector of ``(Y - centre)ᵀ(Y - centre) / n``, Y the clean rows (those where the
+    bool mask ``rows`` holds, when given); sign fixed."""
     n, d = model.n_samples, model.n_features
+    scales = np.ones(n) if rows is None else np.where(rows, 1.0, 0.0)
     if d <= n:
         gram = np.zeros((d, d))
         for start in range(0, n, BLOCK_ROWS):
-            Y = model.clean_rows(start, min(start + BLOCK_ROWS, n))
+            stop = min(start + BLOCK_ROWS, n)
+            Y = model.clean_rows(start, stop)
             if centre is not None:
                 Y = Y - centre
+            Y = Y * scales[start:stop, None]
             gram += Y.T @ Y
         _, vecs = np.linalg.eigh(gram)
         v = vecs[:, -1]
@@ -260,6 +267,7 @@ def _top_eigenvector(model: _Rows, centre: np.ndarray | None = None) -> np.ndarr
         Y = model.clean_rows(0, n)
         if centre is not None:
             Y = Y - centre
+        Y = Y * scales[:, None]
         v = np.linalg.svd(Y, full_matrices=False)[2][0]
     v = v * (1.0 if v[np.argmax(np.abs(v))] >= 0 else -1.0)
     return np.ascontiguousarray(v)
@@ -408,7 +416,10 @@ def _factor_family(
             multipliers=mult,
             noise_stream=s_noise,
         )
-        truth = Truth(_top_eigenvector(model), membership, V, U)
+        # with a noisier batch, the covariance of the main population alone (as for real
+        # families): the batch's own noise is no covariance structure the groups share
+        inliers = membership == 0 if noisy_batch_sd != 1.0 else None
+        truth = Truth(_top_eigenvector(model, rows=inliers), membership, V, U)
         return model, truth
 
     return build
