@@ -170,7 +170,7 @@ def fit(
         PCs), ``mean_shift_components``, ``scores`` and the reason behind every verdict;
         ``passes`` lists the reads of the data the fit made (``params["passes"]``).  It holds
         the top ``n_components`` eigenpairs, then any within-group covariance spikes that
-        mean-shift pairs pushed out of them (:mod:`mspca_dask.verdict`, item 7).
+        pairs carrying none pushed out of them (:mod:`mspca_dask.verdict`, item 7).
 
     Notes
     -----

@@ -181,7 +181,7 @@ class MeanShiftPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstima
         groups of samples), as rows.
     eigenvalues_ : ndarray of shape (K,)
         All ``K`` eigenvalues examined: the ``n_components`` top ones, descending, then any
-        within-group covariance spikes that mean shifts pushed out of them
+        within-group covariance spikes that pairs carrying none pushed out of them
         (:attr:`MSPCAResult.eigenvalues`).
     stable_ : ndarray of shape (K,), dtype bool
         True for the stable eigenpairs among the ``K``: verdict ``"covariance"`` or

@@ -104,9 +104,10 @@ class MSPCAResult:
     ----------
     eigenvalues : (K,) ndarray
         Top eigenvalues ``λ̃`` of the covariance ``(X - location)ᵀ(X - location)/n``: the
-        ``n_components`` the fit asked for, then, when mean-shift pairs took places among
-        them, the within-group covariance spikes they pushed out (at most one per mean-shift
-        pair, with that covariance's eigenvalues and vectors and no knockoff partner).
+        ``n_components`` the fit asked for, then, when pairs that carry no within-group spike
+        (mean shift, undetermined) took places among them, the within-group covariance
+        spikes they pushed out (at most one per such pair, with that covariance's
+        eigenvalues and vectors and no knockoff partner).
     knockoff_eigenvalues_all : (B, K') ndarray
         Top-K' eigenvalues ``λ'`` of each knockoff spectrum (``fit``: ``n_components + 2``,
         at most the smaller dimension), so that an eigenpair pushed down by the knockoff's

@@ -135,7 +135,9 @@ def _krylov_after(n_extend: int):
     products = spectra.first_products([], np.random.default_rng(0).normal(size=(80, 5)))
     out = read("mspca-stats", stats=True, **products)
     n = 200
-    moments = Moments(out["col_sum"], float(out["col_sumsq"].sum()), out["col_sumsq"] / n)
+    moments = Moments(
+        out["col_sum"], float(out["col_sumsq"].sum()), out["col_sumsq"] / n, out["row_sumsq"]
+    )
     spectra.absorb_first(products, out, moments)
     for i in range(n_extend):
         assert spectra.extend(f"mspca-pass-{i + 2}", [])

@@ -522,12 +522,13 @@ def test_pipeline_with_logistic_regression__cross_val_score(digits):
     pipe = make_pipeline(
         VarianceThreshold(),
         StandardScaler(),
-        MeanShiftPCA(n_components=5, location=None),
+        MeanShiftPCA(n_components=4, location=None),
         LogisticRegression(max_iter=2000),
     )
     scores = cross_val_score(pipe, X, y, cv=3)
     # the digit classes are displaced groups: their directions are mean shifts, left out of
-    # the output, and the covariance components left still carry some of the classes
+    # the output, and the mixed components left still carry some of the classes (which top
+    # pairs are mixed varies with the split; each split keeps at least one of four)
     assert scores.shape == (3,) and np.all(scores > 0.1)  # 10 classes: chance is 0.1
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 import warnings
 
 import dask
@@ -356,7 +357,7 @@ _LOC_SCORES, _LOC_GROUPS, _LOC_MEAN = (
     "mspca-location-groups",
     "mspca-location-mean",
 )
-_W_GROUPS, _W_SCORES = "mspca-within-groups", "mspca-within-scores"
+_W_GROUPS, _W_GRAM, _W_SCORES = "mspca-within-groups", "mspca-within-gram", "mspca-within-scores"
 
 
 @pytest.mark.parametrize(
@@ -368,10 +369,11 @@ _W_GROUPS, _W_SCORES = "mspca-within-groups", "mspca-within-scores"
         ("no_cluster", "auto", (100, -1), [_STATS, _LOC_SCORES, _OUT]),
         # dual: the location step's scores are free; the location's own read
         ("no_cluster", "auto", (-1, 50), [_STATS, _LOC_MEAN, _OUT]),
-        # groups found on the scores: their sums, then the scores on the within-group spikes
-        ("small", None, (100, -1), [_STATS, _OUT, _W_GROUPS, _W_SCORES]),
-        # the location step's groups give their sums: the within-group step reads only scores
-        ("small", "auto", (100, -1), [_STATS, _LOC_SCORES, _LOC_GROUPS, _OUT, _W_SCORES]),
+        # groups found on the scores: their sums, the within-group covariance with the rows
+        # weighted by their groups' scales, then the scores on its spikes
+        ("small", None, (100, -1), [_STATS, _OUT, _W_GROUPS, _W_GRAM, _W_SCORES]),
+        # the location step's groups give their sums
+        ("small", "auto", (100, -1), [_STATS, _LOC_SCORES, _LOC_GROUPS, _OUT, _W_GRAM, _W_SCORES]),
         # dual: the location's read also takes every group's sum and puts its indicator in
         # the basis
         ("small", "auto", (-1, 50), [_STATS, _LOC_MEAN, _OUT, _W_SCORES]),
@@ -394,12 +396,16 @@ def test_fit__randomized_reads_once_per_reported_pass_and_certifies(small):
     src = CountingReads(small, chunks=((100,) * 4, (200,)))
     res = mspca_dask.fit(src.array, n_components=5, solver="randomized", location=None)
     assert src.reads == res.n_passes * src.n_chunks == len(res.passes) * src.n_chunks
-    # the scores, also on the within-group spikes, come from the kept images of the Krylov
-    # basis: no output pass; the groups found on them take one read for their sums
+    # the scores come from the kept images of the Krylov basis: no output pass; the groups
+    # found on them take one read for their sums, then the within-group covariance its own
+    # Krylov passes (whose images give the scores on its spikes)
     names = [p["name"] for p in res.passes]
     assert res.displaced.any()
-    assert names[-1] == _W_GROUPS
-    assert all(name.startswith("mspca-pass-") for name in names[1:-1])
+    first_within = names.index(_W_GROUPS)
+    assert all(name.startswith("mspca-pass-") for name in names[1:first_within])
+    assert names[first_within + 1 :] == [
+        f"mspca-within-{k}" for k in range(1, len(names) - first_within)
+    ]
     spikes = res.eigenvalues > res.mp_edge
     tol = rmt.eigenvalue_tolerance(res.n_samples, res.noise_variance)
     assert np.all(res.eigenvalue_bounds[spikes] <= tol)
@@ -658,7 +664,9 @@ def test_fit__float32_store_computes_its_first_krylov_block_in_float32(
     )
     assert res.params["precision"] == "float32"
     assert pass_precisions[0][:2] == ("mspca-stats", True)
-    assert all(single for _name, single, _width in pass_precisions)
+    # the spectrum's passes; the within-group covariance's own Krylov passes run in float64
+    spectrum = [p for p in pass_precisions if not re.fullmatch(r"mspca-within-\d+", p[0])]
+    assert all(single for _name, single, _width in spectrum)
     assert len(pass_precisions) == res.n_passes
 
 

@@ -361,8 +361,9 @@ def test_a_spike_mixed_with_a_shift_comes_back_clean():
     assert np.mean(res.groups[:100] > 0) > 0.9
 
 
-def test_hidden_spikes_fill_at_most_one_place_per_mean_shift():
-    """Uncarried within-group spikes above the line follow the pairs, one per mean shift."""
+def test_hidden_spikes_fill_at_most_one_place_per_candidate_that_carries_none():
+    """Uncarried within-group spikes above the line follow the pairs, one per candidate that
+    carries no spike (a mean shift, or undetermined: a group's own spread)."""
     rng = np.random.default_rng(19)
     n = 600
     labels = np.zeros(n, int)
@@ -396,6 +397,16 @@ def test_hidden_spikes_fill_at_most_one_place_per_mean_shift():
     )
     two = hidden_spikes(within, pairs2, labels)
     assert two.index.tolist() == [0, 1]  # two mean shifts, two places, largest first
+    pairs3 = judge_pairs(
+        T[:, [0, 1]],
+        np.ones(2, bool),
+        labels,
+        carried=np.array([-1, -1]),
+        carried_cosine=np.zeros(2),
+        level=0.05,
+    )
+    assert pairs3.verdicts.tolist() == ["mean shift", "undetermined"]
+    assert hidden_spikes(within, pairs3, labels).index.tolist() == [0, 1]
     within_shifted = WithinSpikes(
         within.values, within.components, 2.0, scores=W[:, [2, 1, 0, 3]], bounds=np.zeros(4)
     )

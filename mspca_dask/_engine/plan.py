@@ -202,11 +202,14 @@ class FitPlan:
     >>> print(plan)  # doctest: +NORMALIZE_WHITESPACE
     FitPlan: exact solver, 500 samples x 40 features (primal, operator 40 x 40),
       K = 3 (+2 per knockoff), B = 5 knockoffs, location 'auto'
-      passes (3 or 4):
+      passes (3 to 6):
         1. mspca-stats: column/row statistics + the 40 x 40 Gram matrix + knockoff images
         2. mspca-location-scores: scores on the mean-centred spectrum
         3. mspca-location-groups: images of the groups found (only if any)
         4. mspca-output: sample scores of the K components
+        5. mspca-within-gram: the within-group covariance, rows weighted (only if groups are
+           found)
+        6. mspca-within-scores: scores on the within-group spikes (only if groups are found)
     """
 
     params: FitParams
@@ -281,6 +284,20 @@ class FitPlan:
         scores = "feature loadings" if self.dual else "sample scores"
         when = "" if exact else " (only if the basis's images were not kept)"
         out.append(("mspca-output", f"{scores} of the K components{when}"))
+        groups = " (only if groups are found)"
+        if not exact:
+            out.append(
+                (
+                    "mspca-within-k",
+                    "Krylov passes on the within-group covariance at the inliers' scale until "
+                    "certified" + groups,
+                )
+            )
+        elif self.dual:
+            out.append(("mspca-within-scores", "loadings of the within-group spikes" + groups))
+        else:
+            out.append(("mspca-within-gram", "the within-group covariance, rows weighted" + groups))
+            out.append(("mspca-within-scores", "scores on the within-group spikes" + groups))
         return out
 
     def __repr__(self) -> str:
@@ -290,7 +307,7 @@ class FitPlan:
         steps = self.passes()
         optional = sum("only if" in what for _, what in steps)
         if self.solver == "exact":
-            count = f"{len(steps) - optional}" + (f" or {len(steps)}" if optional else "")
+            count = f"{len(steps) - optional}" + (f" to {len(steps)}" if optional else "")
         else:
             count = f"at most {prm.max_passes}"
         lines = [

@@ -17,8 +17,12 @@ The flow, each numbered pass being one read of the data:
    directions ride in every block, and no pass is added for them.
 4. **Output pass** — sample scores (or, in the dual orientation, feature loadings); the
    randomized solver takes them from the images of its Krylov basis kept by the passes
-   and then skips this pass.  The verdict (:func:`~mspca_dask.verdict.decide`) then runs on
-   the driver, on the scores: no pass.
+   and then skips this pass.
+5. **Within-group passes** (only when groups were found) — the covariance within the groups
+   at the inliers' scale has passes of its own (:mod:`~mspca_dask._engine.within`): Krylov
+   passes until certified (randomized), or its weighted Gram and the scores (exact).  The
+   verdict (:func:`~mspca_dask.verdict.decide`) then runs on the driver, on the scores: no
+   pass.
 
 Every spectrum is that of ``X̃ = X + Σ a fᵀ`` (the location ``−1μᵀ`` and each knockoff
 ``γ' m'ᵀ``): a *term* is ``(a (n,), f (d,), image)`` with ``image`` the data applied to the
@@ -43,6 +47,7 @@ from .linalg import LowRank, flip_signs
 from .plan import FitPlan
 from .spectra import (
     Certified,
+    ExactSpectra,
     PassReader,
     PassRunner,
     Relocation,
@@ -51,6 +56,7 @@ from .spectra import (
     check_overflow,
     make_spectra,
 )
+from .within import WithinGroups, ritz_start, within_spectrum
 
 if TYPE_CHECKING:
     from .._passes import Oriented
@@ -108,6 +114,7 @@ class Moments:
     feature_sum: np.ndarray  # (d,) Xᵀ1
     total_sumsq: float  # Σ x²
     feature_var: np.ndarray  # (d,)
+    sample_sumsq: np.ndarray  # (n,) ‖x_i‖²
 
 
 @dataclass(frozen=True)
@@ -292,15 +299,15 @@ def _first_pass(
     speculative = ("krylov", "krylov_image") if products.get("single") else ()
     _check_stats(fit, {k: v for k, v in out.items() if k not in speculative})
     if fit.dual:
-        fsum, fsq = out["row_sum"], out["row_sumsq"]
+        fsum, fsq, ssq = out["row_sum"], out["row_sumsq"], out["col_sumsq"]
         images = out["side"][:, :B]
         if given is not None:
             centre = replace(centre, image=out["side"][:, B])
     else:
-        fsum, fsq = out["col_sum"], out["col_sumsq"]
+        fsum, fsq, ssq = out["col_sum"], out["col_sumsq"], out["row_sumsq"]
         images = out["side"] if side is not None else np.repeat(fsum[:, None], B, axis=1)
     n = fit.n
-    moments = Moments(fsum, float(out["col_sumsq"].sum()), fsq / n - (fsum / n) ** 2)
+    moments = Moments(fsum, float(out["col_sumsq"].sum()), fsq / n - (fsum / n) ** 2, ssq)
     knock = replace(knock, images=images)
     fit.spectra.absorb_first(products, out, moments, fit.known_vectors(knock, centre, moments))
     return moments, knock, centre
@@ -647,11 +654,12 @@ def _with_hidden(output: FitOutput, within: WithinSpikes, hidden: HiddenSpikes) 
 def _within(
     fit: _Run, m: Moments, knock: Knockoffs, centre: Centre, groups: GroupFit
 ) -> WithinSpikes:
-    """Top-K eigenpairs of ``S_w = X_wᵀX_w / n``, ``X_w = X − Σ_g 1_g μ_gᵀ`` (every row less its
-    group's mean): the covariance with the shift removed, a low-rank update of the operator
-    the passes have built (at most two reads: the group sums, unless the location step's
-    pass took them, and the scores when the solver kept no images)."""
-    n, d, K = fit.n, fit.d, fit.plan.params.n_components
+    """Top-K eigenpairs of the within-group covariance at the inliers' scale, ``S_w``
+    (:mod:`~mspca_dask._engine.within`), with the samples' scores on them about the location.
+
+    The groups' sums come from the location step's pass (or one read when it took none); the
+    randomized solver starts from the pooled within-group spectrum, a low-rank update of the
+    operator the passes built (no pass)."""
     spectra = fit.spectra
     members = groups.indicators(inliers=True)  # (n, G)
     counts = members.sum(axis=0)
@@ -662,11 +670,11 @@ def _within(
         else:
             out = spectra.read_with("mspca-within-groups", known, extra=[members], keep=members)
             sums = out["keep"]  # (d, G) Xᵀ1_g
-        means = sums / counts
         gram_members = spectra.apply(members)  # (n, G) X Xᵀ 1_g
-        images = gram_members / counts  # X μ_g
-        lowrank = LowRank(
-            P=-members, MtO=images, OtO=(members.T @ gram_members) / np.outer(counts, counts)
+        pooled = LowRank(
+            P=-members,
+            MtO=gram_members / counts,
+            OtO=(members.T @ gram_members) / np.outer(counts, counts),
         )
     else:
         if centre.group_images is not None:
@@ -674,33 +682,25 @@ def _within(
         else:
             displaced = spectra.read_with("mspca-within-groups", known, side=members[:, 1:])["side"]
         sums = np.column_stack([m.feature_sum - displaced.sum(axis=1), displaced])
-        means = sums / counts
-        lowrank = LowRank(P=means, MtO=-sums, OtO=np.diag(counts))
-    spec = spectra.spectrum(lowrank, k=K)
-    trace = (m.total_sumsq - float(np.sum(sums * sums / counts))) / n
-    s2 = rmt.estimate_noise_variance(trace, spec.values, n, d)
-    line = rmt.mp_edges(fit.c, s2)[1] + fit.plan.params.edge_margin * rmt.tracy_widom_scale(
-        n, d, s2
-    )
-    mu = centre.mu if centre.mu is not None else np.zeros(d)
-    U = spec.vectors
-    if fit.dual:
-        XtU = spectra.basis_image(U)
-        if XtU is None:
-            XtU = fit.read("mspca-within-scores", keep=U)["keep"]
-        V = XtU - means @ (members.T @ U)  # X_wᵀ U
-        norm = np.maximum(np.linalg.norm(V, axis=0), 1e-300)
-        V = V / norm
-        XV = (spectra.apply(U) - images @ (members.T @ U)) / norm  # X X_wᵀ U / ‖X_wᵀ U‖
+        pooled = LowRank(P=sums / counts, MtO=-sums, OtO=np.diag(counts))
+    model = WithinGroups.of(members, sums, m.sample_sumsq)
+    if isinstance(spectra, ExactSpectra):
+        solution = within_spectrum(fit.plan, fit.read, model, gram=spectra.gram, start=None)
     else:
-        V = U
-        XV = spectra.basis_image(U)
-        if XV is None:
-            XV = fit.read("mspca-within-scores", single=spectra.use_single(), keep=U)["keep"]
-    Vf = flip_signs(V)
-    signs = np.where(np.sum(Vf * V, axis=0) < 0, -1.0, 1.0)
-    scores = (XV - (mu @ V)[None, :]) * signs
-    return WithinSpikes(spec.values, Vf.T.copy(), float(line), scores, spec.bounds)
+        # dual, the Ritz vectors of S_w on the main basis (free); primal they would need the
+        # basis's images, which a smaller driver budget drops, and the result must not
+        # depend on that: the pooled within-group spectrum's vectors
+        width = fit.plan.sketch_width
+        if fit.dual:
+            start = ritz_start(model, spectra.Q, fit.n, width, gram=spectra.apply)
+        else:
+            start = spectra.spectrum(pooled, k=width).vectors
+        solution = within_spectrum(fit.plan, fit.read, model, gram=None, start=start)
+    mu = centre.mu if centre.mu is not None else np.zeros(fit.d)
+    scores = solution.X_components - (mu @ solution.components)[None, :]
+    return WithinSpikes(
+        solution.values, solution.components.T.copy(), solution.line, scores, solution.bounds
+    )
 
 
 def _feature_overlaps(

@@ -44,6 +44,7 @@ __all__ = [
     "Relocation",
     "Spectrum",
     "make_spectra",
+    "rise_and_ratio",
 ]
 
 #: Driver memory (bytes) the randomized solver may spend keeping the Krylov basis's images
@@ -536,7 +537,7 @@ class KrylovSpectra:
         if len(self._block_ends) < 3 or not history:
             return False, worst
         values, prev = spec.values, history[-1]
-        rise, ratio = _rise_and_ratio(values, history)
+        rise, ratio = rise_and_ratio(values, history)
         above, above_prev = values > edge, prev > edge
         moved = float(np.max(np.abs(rise[above | above_prev]), initial=0.0))
         line = edge + plan.params.edge_margin * rmt.tracy_widom_scale(n, d, s2)
@@ -573,7 +574,7 @@ class KrylovSpectra:
             if not past:
                 return False
             values, prev = spec.values, past[-1]
-            rise, ratio = _rise_and_ratio(values, past)
+            rise, ratio = rise_and_ratio(values, past)
             left = np.abs(rise) * np.maximum(1.0, ratio / (1.0 - ratio))
             watched = (values > edge) | (prev > edge)
             if float(np.max(left[watched], initial=0.0)) > tol:
@@ -715,7 +716,7 @@ class KrylovSpectra:
 Spectra = ExactSpectra | KrylovSpectra
 
 
-def _rise_and_ratio(values: np.ndarray, history: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+def rise_and_ratio(values: np.ndarray, history: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
     """Each Ritz value's last rise, and the ratio of its last two (in [0, 0.9]; 0.9 where
     there is one rise only or the earlier one was not positive), ``history`` oldest first."""
     rise = values - history[-1]

@@ -13,13 +13,16 @@ The model, in ten lines:
    axes (FastICA), each made unimodal (Silverman's critical bandwidth), drawn independently.
    Not rejected: one group, every candidate covariance.
 4. The location is the inliers' mean; the covariance is that of the data re-centred at each
-   group's own mean, ``S_w``, whose spikes (above its own edge) are the covariance components.
+   group's own mean and brought to the inliers' scale (each group's rows weighted by the
+   inverse of its scale), ``S_w``, whose spikes (above its own edge) are the covariance
+   components.
 5. Per candidate: ``shift_z``, Welch's F of the group means as an ``N(0, 1)`` deviate, and
    whether it carries a spike of ``S_w`` (matched one-to-one, largest total ``|cos|``).
 6. Shifted (``shift_z ≥ Φ⁻¹(1 − α/k)``) and carrying → mixed; shifted only → mean shift;
    carrying only → covariance; neither → undetermined (:mod:`.pairs`).
 7. A spike of ``S_w`` that no candidate carries, with ``S_w``'s bulk in view, was pushed out
-   of the top K by the shifts: it follows the K pairs (mixed when shifted), one per shift.
+   of the top K by a shift or a group's own spread: it follows the K pairs (mixed when
+   shifted), one per candidate that carries none.
 8. The knockoff's displacements are computed in the same passes and reported, not used.
 """
 
@@ -90,11 +93,12 @@ class Verdict:
 
 @dataclass(frozen=True)
 class HiddenSpikes:
-    """Spikes of ``S_w`` that no candidate carries, one per mean-shift pair at most.
+    """Spikes of ``S_w`` that no candidate carries, one per candidate that carries none.
 
-    With ``m`` mean-shift pairs among the top ``K`` eigenpairs, only ``K − m`` slots were
-    left for covariance; a within-group spike outside their span is a covariance
-    component the shifts pushed out, and follows the ``K`` pairs.
+    With ``m`` candidates among the top ``K`` eigenpairs that carry no within-group spike (a
+    shift between the groups, or a group's own larger spread: mean shift or undetermined),
+    only ``K − m`` slots were left for covariance; a within-group spike outside their span
+    is a covariance component they pushed out, and follows the ``K`` pairs.
     """
 
     index: np.ndarray  # (h,) int: which within-group spikes, largest first
@@ -108,7 +112,7 @@ class HiddenSpikes:
 
 
 def hidden_spikes(within: WithinSpikes, pairs: PairVerdicts, labels: np.ndarray) -> HiddenSpikes:
-    """The within-group spikes no pair carries, up to one per mean-shift pair.
+    """The within-group spikes no pair carries, up to one per candidate that carries none.
 
     A spike needs the bulk below it: when every computed eigenvalue of ``S_w`` is above the
     line, the line is not the edge of its bulk (correlated noise, linkage) and no spike is
@@ -119,7 +123,7 @@ def hidden_spikes(within: WithinSpikes, pairs: PairVerdicts, labels: np.ndarray)
     """
     if np.all(within.spikes):
         return HiddenSpikes.none()
-    slots = int(np.count_nonzero(pairs.verdicts == "mean shift"))
+    slots = int(np.count_nonzero(np.isin(pairs.verdicts, ("mean shift", "undetermined"))))
     sure = np.flatnonzero(within.spikes & (within.values - within.bounds > within.line))
     free = np.setdiff1d(sure, pairs.carried[pairs.carried >= 0])
     index = free[:slots]

@@ -8,9 +8,9 @@ For each candidate pair ``j`` (scores ``t_j``, groups from :mod:`~mspca_dask.ver
   ``j``", so ``E z² ≈ 1`` on covariance pairs (NaN with no displaced group);
   shifted when ``shift_z ≥ z* = Φ⁻¹(1 − α/k)`` (one-sided, Bonferroni over ``k`` candidates).
 * whether it *carries a spike of the within-group covariance* ``S_w`` (the data re-centred at
-  each group's own mean): ``S_w``'s eigenpairs above its own candidate line (the bulk edge at
-  its own noise level) are matched one-to-one to the candidates, largest total ``|cos|``, and
-  a match within 60° counts.
+  each group's own mean, each group at the inliers' scale): ``S_w``'s eigenpairs above its
+  own candidate line (the bulk edge at its own noise level) are matched one-to-one to the
+  candidates, largest total ``|cos|``, and a match within 60° counts.
 
 =================  =====================  ======================
                    carries a spike        carries none
@@ -20,7 +20,8 @@ not shifted        covariance             undetermined
 =================  =====================  ======================
 
 "Undetermined": a spike of the pooled data that is neither a shift of the group means nor a
-spike once they are removed.  With no displaced group every candidate is covariance.
+spike once they are removed (a noisier group's own noise is one).  With no displaced group
+every candidate is covariance.
 """
 
 from __future__ import annotations
