@@ -1,15 +1,16 @@
 """Which covariance "within the groups" finds the inliers' spikes: pooled, scaled or inliers'.
 
 The verdict's covariance components are the spikes of ``S_w``, the covariance of the data
-re-centred at each group's own mean and pooled over the groups.  The group test's own model
-says more: the groups' covariances share one shape *at their own scales* (a batch with more
-noise, a population of another diversity).  Pooling rows of different scales lets the
-noisier group's own noise make spikes.  This benchmark compares, on the groups the library's
-fit finds (``mspca_dask.fit(X)``, every default), three estimates of the inliers' covariance:
+re-centred at each group's own mean.  The group test's model says the groups' covariances
+share one shape *at their own scales* (a batch with more noise, a population of another
+diversity); pooling rows of different scales lets the noisier group's own noise make spikes.
+This benchmark compares, on the groups the library's fit finds (``mspca_dask.fit(X)``, every
+default), three estimates of the inliers' covariance:
 
-* **pooled**: ``X_w = X − Σ_g 1_g μ_gᵀ``, ``S = X_wᵀX_w / n`` (what the verdict uses today);
+* **pooled**: ``X_w = X − Σ_g 1_g μ_gᵀ``, ``S = X_wᵀX_w / n`` (every group's rows as they are);
 * **scaled**: each group's centred rows divided by its scale ``s_g`` (the square root of its
-  mean within-group variance over that of group 0, the inliers), then pooled;
+  mean within-group variance over that of group 0, the inliers), then pooled: the verdict's
+  ``S_w``;
 * **inliers**: group 0's rows alone, centred at their mean.
 
 Each estimate's spikes are its top-10 eigenvalues above its candidate line: the
