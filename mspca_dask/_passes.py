@@ -331,7 +331,9 @@ class _Products:
     keep: bool = False
     side: bool = False
     stats: bool = False
-    weighted: bool = False  # the Gram and Krylov products weight M's rows (an operand)
+    within: bool = False
+    within_images: bool = False
+    weighted: bool = False  # the Gram and within products weight M's rows (an operand)
 
     def parts(self) -> tuple[str, ...]:
         return (
@@ -341,6 +343,8 @@ class _Products:
             *(("keep",) if self.keep else ()),
             *(("side",) if self.side else ()),
             *(("col_stats", "row_stats") if self.stats else ()),
+            *(("within",) if self.within else ()),
+            *(("within_image",) if self.within_images else ()),
         )
 
 
@@ -348,9 +352,10 @@ def _pass_kernel(block: Any, *operands: Any, what: _Products, single: bool = Fal
     """Every product of a pass from one read of the chunk, as a one-element object array
     holding a tuple in the order of ``what.parts()``.
 
-    ``operands`` are the Krylov block, the kept block, the side block and the rows' weights,
-    those asked for, in that order.  Each product is the kernel it would be alone (same
-    casts, same sums): the fusion changes when the chunk is freed, not a bit of the results.
+    ``operands`` are the Krylov block, the kept block, the side block, the within block and
+    the rows' weights, those asked for, in that order.  Each product is the kernel it would
+    be alone (same casts, same sums): the fusion changes when the chunk is freed, not a bit
+    of the results.
     """
     block = _joined(block)
     given = iter(_joined(o) for o in operands)
@@ -358,11 +363,12 @@ def _pass_kernel(block: Any, *operands: Any, what: _Products, single: bool = Fal
     krylov = next(given) if what.krylov else None
     keep = next(given) if what.keep else None
     side = next(given) if what.side else None
+    within = next(given) if what.within else None
     weights = next(given) if what.weighted else None
     if what.gram:
         results.append(_gram_kernel(block, weights))
     if what.krylov:
-        partial, image = _krylov_kernel(block, krylov, single, weights)
+        partial, image = _krylov_kernel(block, krylov, single)
         results += [partial, image] if what.krylov_images else [partial]
     if what.keep:
         results.append(_keep_kernel(block, keep, single))
@@ -370,6 +376,9 @@ def _pass_kernel(block: Any, *operands: Any, what: _Products, single: bool = Fal
         results.append(_side_kernel(block, side))
     if what.stats:
         results.extend(_stats_kernel(block))
+    if what.within:  # in float64 whatever the main block's precision
+        partial, image = _krylov_kernel(block, within, False, weights)
+        results += [partial, image] if what.within_images else [partial]
     out = np.empty(1, dtype=object)
     out[0] = tuple(results)
     return out
@@ -429,6 +438,8 @@ def pass_graph(
     stats: bool = False,
     single: bool = False,
     krylov_images: bool = False,
+    within: np.ndarray | None = None,
+    within_images: bool = False,
     row_weights: np.ndarray | None = None,
 ) -> dict[str, da.Array]:
     """Lazy products of one pass over ``data.M``; every entry reads the same chunks.
@@ -457,9 +468,14 @@ def pass_graph(
         With ``krylov``, also include ``krylov_image`` = ``M V`` (m, a), computed in the same
         task as ``Mᵀ(M V)`` (no extra product; float32 at single precision on float32
         chunks, else float64).
+    within : (p, b) ndarray, optional
+        Include ``within`` = ``Mᵀ diag(w) M V_w`` (p, b), a second Krylov product (of another
+        operator's iteration) in float64, with the rows' weights ``w`` when given; with
+        ``within_images``, also ``within_image`` = ``M V_w`` (m, b).
+    within_images : bool
     row_weights : (m,) ndarray, optional
-        Weights ``w`` of ``M``'s rows: ``gram`` becomes ``Mᵀ diag(w) M`` and ``krylov``
-        ``Mᵀ diag(w) M V`` (``krylov_image`` stays ``M V``).
+        Weights ``w`` of ``M``'s rows for ``gram`` (``Mᵀ diag(w) M``) and ``within``; the
+        Krylov, kept and side products are unweighted.
 
     Returns
     -------
@@ -475,7 +491,9 @@ def pass_graph(
         operands += [_small(keep), "jb"]
     if side is not None:
         operands += [_big_side(side, M), "ic"]
-    weighted = row_weights is not None and (gram or krylov is not None)
+    if within is not None:
+        operands += [_small(within), "jd"]
+    weighted = row_weights is not None and (gram or within is not None)
     if weighted:
         operands += [_big_side(np.asarray(row_weights, dtype=np.float64)[:, None], M), "iw"]
     what = _Products(
@@ -485,6 +503,8 @@ def pass_graph(
         keep=keep is not None,
         side=side is not None,
         stats=stats,
+        within=within is not None,
+        within_images=within is not None and within_images,
         weighted=weighted,
     )
     out: dict[str, da.Array] = {}
@@ -541,6 +561,11 @@ def pass_graph(
         out["keep"] = per_row("keep", int(keep.shape[1]))
     if side is not None:
         out["side"] = partials("side", p, int(side.shape[1]))
+    if within is not None:
+        b = int(within.shape[1])
+        out["within"] = partials("within", p, b)
+        if within_images:
+            out["within_image"] = per_row("within_image", b)
     if stats:
         cols = partials("col_stats", 3, p)
         rows = per_row("row_stats", 3)

@@ -128,6 +128,29 @@ def small():
     )
 
 
+class _NoisierCluster:
+    """A mixture whose shifted samples have ``factor`` times the others' spread."""
+
+    def __init__(self, model, factor):
+        self.model, self.factor = model, factor
+        self.membership = np.asarray(model.membership)
+
+    def rows(self, start, stop):
+        clean = self.model.clean_rows(start, stop)
+        shift = self.model.rows(start, stop) - clean
+        scale = np.where(self.membership[start:stop] > 0, self.factor, 1.0)[:, None]
+        return clean * scale + shift
+
+    def to_numpy(self):
+        return self.rows(0, len(self.membership))
+
+
+@pytest.fixture(scope="module")
+def small_noisy(small):
+    """``small`` with its cluster at twice the others' spread: the groups are weighted."""
+    return _NoisierCluster(small, 2.0)
+
+
 @pytest.fixture(scope="module")
 def no_cluster():
     """``small`` without its cluster: the group test finds no displaced group."""
@@ -369,14 +392,23 @@ _W_GROUPS, _W_GRAM, _W_SCORES = "mspca-within-groups", "mspca-within-gram", "msp
         ("no_cluster", "auto", (100, -1), [_STATS, _LOC_SCORES, _OUT]),
         # dual: the location step's scores are free; the location's own read
         ("no_cluster", "auto", (-1, 50), [_STATS, _LOC_MEAN, _OUT]),
-        # groups found on the scores: their sums, the within-group covariance with the rows
-        # weighted by their groups' scales, then the scores on its spikes
-        ("small", None, (100, -1), [_STATS, _OUT, _W_GROUPS, _W_GRAM, _W_SCORES]),
-        # the location step's groups give their sums
-        ("small", "auto", (100, -1), [_STATS, _LOC_SCORES, _LOC_GROUPS, _OUT, _W_GRAM, _W_SCORES]),
+        # groups found on the scores: their sums, then the scores on the within-group spikes
+        ("small", None, (100, -1), [_STATS, _OUT, _W_GROUPS, _W_SCORES]),
+        # the location step's groups give their sums: the within-group step reads only scores
+        ("small", "auto", (100, -1), [_STATS, _LOC_SCORES, _LOC_GROUPS, _OUT, _W_SCORES]),
         # dual: the location's read also takes every group's sum and puts its indicator in
         # the basis
         ("small", "auto", (-1, 50), [_STATS, _LOC_MEAN, _OUT, _W_SCORES]),
+        # groups of different spreads: the within-group covariance with the rows weighted by
+        # their groups' scales takes one read more (primal; dual, it comes from the Gram)
+        ("small_noisy", None, (100, -1), [_STATS, _OUT, _W_GROUPS, _W_GRAM, _W_SCORES]),
+        (
+            "small_noisy",
+            "auto",
+            (100, -1),
+            [_STATS, _LOC_SCORES, _LOC_GROUPS, _OUT, _W_GRAM, _W_SCORES],
+        ),
+        ("small_noisy", "auto", (-1, 50), [_STATS, _LOC_MEAN, _OUT, _W_SCORES]),
     ],
 )
 def test_fit__exact_reads_the_data_once_per_planned_pass(request, data, location, chunks, names):
@@ -385,27 +417,29 @@ def test_fit__exact_reads_the_data_once_per_planned_pass(request, data, location
         model, chunks=((100,) * 4, (200,)) if chunks[1] == -1 else ((400,), (50,) * 4)
     )
     res = mspca_dask.fit(src.array, n_components=5, solver="exact", location=location)
-    assert res.displaced.any() == (data == "small")
+    assert res.displaced.any() == (data != "no_cluster")
     assert [p["name"] for p in res.passes] == names
     assert res.n_passes == len(names)
     assert src.reads == len(names) * src.n_chunks
     assert "gram" in res.passes[0]["products"]
 
 
-def test_fit__randomized_reads_once_per_reported_pass_and_certifies(small):
-    src = CountingReads(small, chunks=((100,) * 4, (200,)))
+@pytest.mark.parametrize("data", ["small", "small_noisy"])
+def test_fit__randomized_reads_once_per_reported_pass_and_certifies(request, data):
+    src = CountingReads(request.getfixturevalue(data), chunks=((100,) * 4, (200,)))
     res = mspca_dask.fit(src.array, n_components=5, solver="randomized", location=None)
     assert src.reads == res.n_passes * src.n_chunks == len(res.passes) * src.n_chunks
     # the scores come from the kept images of the Krylov basis: no output pass; the groups
-    # found on them take one read for their sums, then the within-group covariance its own
-    # Krylov passes (whose images give the scores on its spikes)
+    # found on them take one read for their sums; with different spreads, the within-group
+    # covariance then has Krylov passes of its own (whose images give its scores)
     names = [p["name"] for p in res.passes]
     assert res.displaced.any()
     first_within = names.index(_W_GROUPS)
     assert all(name.startswith("mspca-pass-") for name in names[1:first_within])
-    assert names[first_within + 1 :] == [
-        f"mspca-within-{k}" for k in range(1, len(names) - first_within)
-    ]
+    own = [f"mspca-within-{k}" for k in range(1, len(names) - first_within)]
+    assert names[first_within + 1 :] == (own if data == "small_noisy" else [])
+    if data == "small_noisy":
+        assert len(own) >= 2
     spikes = res.eigenvalues > res.mp_edge
     tol = rmt.eigenvalue_tolerance(res.n_samples, res.noise_variance)
     assert np.all(res.eigenvalue_bounds[spikes] <= tol)

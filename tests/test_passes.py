@@ -45,21 +45,32 @@ def test_pass_graph__statistics_of_irregular_chunks_match_numpy() -> None:
 
 
 @pytest.mark.parametrize("single", [False, True])
-def test_pass_graph__row_weights_weight_the_gram_and_krylov_products_only(single) -> None:
+def test_pass_graph__a_within_block_rides_on_a_krylov_pass_in_float64_with_row_weights(
+    single,
+) -> None:
     rng = np.random.default_rng(2)
     X = rng.standard_normal((50, 6)).astype(np.float32)
-    w, V = rng.uniform(0.2, 3.0, 50), rng.standard_normal((6, 2))
+    w, V, W = rng.uniform(0.2, 3.0, 50), rng.standard_normal((6, 2)), rng.standard_normal((6, 3))
     data = orient(da.from_array(X, chunks=((7, 20, 23), (6,))), dual=False)
-    out = da.compute(
-        pass_graph(
-            data, gram=True, krylov=V, krylov_images=True, keep=V, row_weights=w, single=single
-        )
-    )[0]
+    graph = pass_graph(
+        data,
+        gram=True,
+        krylov=V,
+        krylov_images=True,
+        within=W,
+        within_images=True,
+        row_weights=w,
+        single=single,
+    )
+    out = da.compute(graph)[0]
     X64, rtol = X.astype(np.float64), 1e-5 if single else 1e-12
+    # the weights apply to the Gram and the within product, not to the main Krylov block
     np.testing.assert_allclose(out["gram"], X64.T @ (w[:, None] * X64), rtol=1e-12)
-    np.testing.assert_allclose(out["krylov"], X64.T @ (w[:, None] * (X64 @ V)), rtol=rtol)
-    np.testing.assert_allclose(out["krylov_image"], X64 @ V, rtol=rtol)  # the image: unweighted
-    np.testing.assert_allclose(out["keep"], X64 @ V, rtol=rtol)
+    np.testing.assert_allclose(out["krylov"], X64.T @ (X64 @ V), rtol=rtol)
+    np.testing.assert_allclose(out["krylov_image"], X64 @ V, rtol=rtol)
+    np.testing.assert_allclose(out["within"], X64.T @ (w[:, None] * (X64 @ W)), rtol=1e-12)
+    np.testing.assert_allclose(out["within_image"], X64 @ W, rtol=1e-12)
+    assert out["within_image"].dtype == np.float64
 
 
 def test_pass_graph__kernels_read_each_chunk_itself_not_a_copy(monkeypatch) -> None:

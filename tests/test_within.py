@@ -20,7 +20,8 @@ from mspca_dask._engine.within import WithinGroups, group_scales, within_spectru
 from mspca_dask._execution import Executor
 from mspca_dask._params import FitParams
 from mspca_dask._passes import orient
-from mspca_dask.testing import family
+from mspca_dask.testing import family, make_spiked_mixture
+from mspca_dask.verdict.pairs import spread_z
 
 K = 4
 
@@ -37,8 +38,28 @@ def _grouped(n: int, d: int, scales: tuple[float, ...], seed: int = 0):
 
 
 def _groups(X: np.ndarray, labels: np.ndarray) -> WithinGroups:
+    """The groups at their own scales (weighted whether or not their spreads differ)."""
     members = np.eye(labels.max() + 1)[labels]
-    return WithinGroups.of(members, X.T @ members, np.sum(X * X, axis=1))
+    sums, sumsq = X.T @ members, np.sum(X * X, axis=1)
+    model = _model(X, labels)
+    weights = 1.0 / group_scales(sumsq, members, sums)
+    trace = float(weights @ (members.T @ sumsq - np.sum(sums**2, axis=0) / members.sum(0)))
+    return WithinGroups(members, model.means, weights, trace / len(X), model.spread_z)
+
+
+def _model(X: np.ndarray, labels: np.ndarray, level: float = 0.05) -> WithinGroups:
+    """As the fit builds it: weighted only when the groups' spreads differ at ``level``."""
+    members = np.eye(labels.max() + 1)[labels]
+    means = (X.T @ members) / members.sum(axis=0)
+    distances = np.sum((X - means.T[labels]) ** 2, axis=1)
+    return WithinGroups.of(
+        members,
+        X.T @ members,
+        np.sum(X * X, axis=1),
+        distances=distances,
+        offsets=np.zeros(members.shape[1]),
+        level=level,
+    )
 
 
 def _reference(X: np.ndarray, labels: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -110,6 +131,48 @@ def test_within_spectrum__does_not_depend_on_a_groups_spread(solver):
     assert b.line == pytest.approx(a.line, rel=1e-6)
 
 
+def test_groups_are_weighted_only_when_their_spreads_differ():
+    equal = _grouped(600, 60, scales=(1.0, 1.0, 1.0), seed=3)
+    assert not _model(*equal).scaled
+    assert np.all(_model(*equal).weights == 1.0)
+    differ = _grouped(600, 60, scales=(1.0, 1.5, 1.0), seed=3)
+    model = _model(*differ)
+    assert model.scaled and model.spread_z > 5
+    np.testing.assert_allclose(model.weights, [1.0, 1 / 2.25, 1.0], rtol=0.1)
+
+
+@pytest.mark.statistical
+@pytest.mark.parametrize(
+    ("sizes", "origin"),
+    [
+        ((900, 100), "own"),
+        ((980, 10, 10), "own"),
+        ((500, 300, 200), "own"),
+        ((900, 100), "common"),
+        ((500, 300, 200), "common"),
+    ],
+)
+def test_spread_test_rejects_equal_spreads_at_most_at_its_level(sizes, origin):
+    """Shifted groups of one spread (Gaussian noise, a spike): at most α of fits weighted.
+    ``own``: distances to each group's mean (the dual orientation's); ``common``: to the
+    overall mean, less the group mean's offset (the primal orientation's)."""
+    rng = np.random.default_rng(7)
+    rejected = 0
+    for _ in range(200):
+        labels = np.repeat(np.arange(len(sizes)), sizes)
+        X = rng.standard_normal((sum(sizes), 80)) + 2.0 * rng.standard_normal((sum(sizes), 1))
+        X += 3.0 * rng.standard_normal((len(sizes), 80))[labels] / np.sqrt(80)
+        if origin == "own":
+            z = _model(X, labels).spread_z
+        else:
+            o = X.mean(axis=0)
+            means = np.array([X[labels == g].mean(axis=0) for g in range(len(sizes))])
+            z = spread_z(np.sum((X - o) ** 2, axis=1), labels, np.sum((means - o) ** 2, axis=1))
+        rejected += z >= 1.6448536
+    # level 0.05: 10 expected; 17 or more has probability below 0.05 under the level
+    assert rejected <= 16, f"{rejected} of 200"
+
+
 @pytest.mark.statistical
 @pytest.mark.parametrize("name", ["P-noisy2", "P-noisy15"])
 def test_fit__a_noisier_batch_leaves_the_first_covariance_component_on_the_inliers(name):
@@ -125,3 +188,32 @@ def test_fit__a_noisier_batch_leaves_the_first_covariance_component_on_the_inlie
         if kept.size:
             good += abs(res.eigenvectors[kept[0]] @ draw.truth.clean_top) >= 0.5
     assert good >= 9
+
+
+def test_fit__within_blocks_ride_on_the_main_passes_and_agree_with_the_exact_solver():
+    """Dual, groups of different spreads found by the location step: the first blocks of the
+    within-group iteration are computed in the main spectrum's passes, and the covariance
+    components agree with the exact solver's within their bounds."""
+    c = 3.0
+    model = make_spiked_mixture(
+        1000,
+        3000,
+        covariance_spikes=(3 * np.sqrt(c),),
+        mean_shift_weights=(0.1,),
+        mean_shift_strengths=(5 * np.sqrt(c),),
+        random_state=3,
+    )
+    clean = model.clean_rows(0, 1000)
+    noisier = np.where(np.asarray(model.membership)[:, None] > 0, 1.5, 1.0)
+    X = (model.rows(0, 1000) - clean) + noisier * clean
+    res = mspca_dask.fit(X, n_components=5, solver="randomized")
+    riding = [p["name"] for p in res.passes if p["name"].startswith("mspca-pass-")]
+    assert any("within" in p["products"] for p in res.passes if p["name"] in riding)
+    exact = mspca_dask.fit(X, n_components=5, solver="exact")
+    assert res.verdicts.tolist() == exact.verdicts.tolist()
+    kept = np.flatnonzero(res.stable)
+    assert kept.size
+    err = np.abs(res.eigenvalues[kept] - exact.eigenvalues[kept])
+    assert np.all(err <= res.eigenvalue_bounds[kept] + 1e-9)
+    cos = np.abs(np.sum(res.eigenvectors[kept] * exact.eigenvectors[kept], axis=1))
+    assert np.all(cos > 0.999)

@@ -48,6 +48,7 @@ from .plan import FitPlan
 from .spectra import (
     Certified,
     ExactSpectra,
+    KrylovSpectra,
     PassReader,
     PassRunner,
     Relocation,
@@ -56,7 +57,15 @@ from .spectra import (
     check_overflow,
     make_spectra,
 )
-from .within import WithinGroups, ritz_start, within_spectrum
+from .within import (
+    WithinGroups,
+    WithinKrylov,
+    WithinSolution,
+    candidate_line,
+    ritz_start,
+    unit_components,
+    within_spectrum,
+)
 
 if TYPE_CHECKING:
     from .._passes import Oriented
@@ -145,6 +154,7 @@ class Centre:
     group_images: np.ndarray | None = None  # primal Xᵀ1_g (d, G − 1) of those groups
     coef: np.ndarray | None = None  # dual location="auto": μ = Xᵀa, this is a (n,)
     group_sums: np.ndarray | None = None  # dual: Xᵀ1_g (d, G) of every group, 1_g in the basis
+    mu_image: np.ndarray | None = None  # primal location="auto": X μ (n,), for the spreads
 
 
 @dataclass(frozen=True)
@@ -258,10 +268,14 @@ def run_fit(data: Oriented, plan: FitPlan, runner: PassRunner) -> FitOutput:
     knock = Knockoffs(draws.knock_dirs, draws.memberships, None, prm.knockoff_weight)
     centre = Centre(mu=plan.location.vector)
     moments, knock, centre = _first_pass(fit, knock, centre, draws.omega)
+    riding = None
     if plan.location.mode == "auto":
         centre = _estimate_location(fit, moments, knock)
+        riding = _riding_within(fit, moments, knock, centre)
     base_terms = fit.location_terms(centre.mu, centre.image, moments)
-    spec, knock_specs, strength, s2, eps = _converge(fit, moments, knock, centre, base_terms)
+    spec, knock_specs, strength, s2, eps = _converge(
+        fit, moments, knock, centre, base_terms, riding
+    )
     relocation = None
     if centre.coef is not None:
 
@@ -273,7 +287,17 @@ def run_fit(data: Oriented, plan: FitPlan, runner: PassRunner) -> FitOutput:
     if certified is not None and certified.location is not None:
         centre = replace(centre, mu=certified.location[0], image=certified.location[1])
     return _finish(
-        fit, moments, knock, centre, spec, knock_specs, strength, s2, eps, certified=certified
+        fit,
+        moments,
+        knock,
+        centre,
+        spec,
+        knock_specs,
+        strength,
+        s2,
+        eps,
+        certified=certified,
+        riding=riding,
     )
 
 
@@ -394,10 +418,12 @@ def _estimate_location(fit: _Run, m: Moments, knock: Knockoffs) -> Centre:
     centre = Centre(xbar + V0 @ offsets, None, groups)
     if not members.shape[1]:
         return centre
-    # the groups' images Xᵀ1_g, which the within-group covariance needs, ride on this pass
+    # the groups' images Xᵀ1_g and X μ, which the within-group covariance needs (its groups'
+    # sums and spreads), ride on this pass
     known = fit.known_vectors(knock, centre, m)
-    out = spectra.read_with("mspca-location-groups", known, side=members)
-    return replace(centre, group_images=out["side"])
+    mu = np.asarray(centre.mu)
+    out = spectra.read_with("mspca-location-groups", known, side=members, keep=mu[:, None])
+    return replace(centre, group_images=out["side"], mu_image=out["keep"][:, 0])
 
 
 def _preliminary_spectrum(
@@ -437,10 +463,17 @@ def _knockoff_operators(
 
 
 def _converge(
-    fit: _Run, m: Moments, knock: Knockoffs, centre: Centre, base_terms: list[Term]
+    fit: _Run,
+    m: Moments,
+    knock: Knockoffs,
+    centre: Centre,
+    base_terms: list[Term],
+    riding: WithinKrylov | None = None,
 ) -> tuple[Spectrum, list[Spectrum], float, float, float]:
     """The original spectrum, certified (randomized solver: pass by pass), and the knockoff
-    spectra, settled to a tenth of the threshold ε, of the same basis."""
+    spectra, settled to a tenth of the threshold ε, of the same basis.  ``riding``: the
+    within-group covariance's iteration, whose blocks ride on these passes until it is
+    done."""
     prm, spectra, read, k_knock = fit.plan.params, fit.spectra, fit.read, fit.plan.k_knockoff
     base = fit.lowrank(base_terms)
     budget = prm.max_passes
@@ -491,9 +524,13 @@ def _converge(
                 )
             return spec, knock_specs, strength, s2, eps
         history.append(spec.values)
-        if not spectra.extend(
-            f"mspca-pass-{read.n_passes + 1}", fit.known_vectors(knock, centre, m)
-        ):
+        products = riding.request() if riding is not None and not riding.done else {}
+        out = spectra.extend(
+            f"mspca-pass-{read.n_passes + 1}", fit.known_vectors(knock, centre, m), **products
+        )
+        if products:
+            riding.absorb(out)  # type: ignore[union-attr]
+        if "krylov" not in out:
             # No new direction: the Krylov space is exhausted and no pass can tighten the
             # bounds (e.g. rounding of huge values dominates); stop with the warning above
             # instead of looping without passes.
@@ -514,6 +551,7 @@ def _finish(
     s2: float,
     eps: float,
     certified: Certified | None = None,
+    riding: WithinKrylov | None = None,
 ) -> FitOutput:
     """The output pass and the verdict (:mod:`mspca_dask.verdict`).
 
@@ -555,7 +593,7 @@ def _finish(
             if np.any(candidate)
             else GroupFit.none(n, prm.alpha)
         )
-    within = _within(fit, m, knock, centre, groups) if groups.found else None
+    within = _within(fit, m, knock, centre, groups, riding) if groups.found else None
     verdict = decide(
         scores,
         # the knockoff report compares Ritz values of the same products (after float32
@@ -651,18 +689,19 @@ def _with_hidden(output: FitOutput, within: WithinSpikes, hidden: HiddenSpikes) 
     )
 
 
-def _within(
+def _within_groups(
     fit: _Run, m: Moments, knock: Knockoffs, centre: Centre, groups: GroupFit
-) -> WithinSpikes:
-    """Top-K eigenpairs of the within-group covariance at the inliers' scale, ``S_w``
-    (:mod:`~mspca_dask._engine.within`), with the samples' scores on them about the location.
+) -> tuple[WithinGroups, LowRank]:
+    """The groups as ``S_w`` sees them, and the low-rank terms of the *pooled* within-group
+    covariance on the main operator (``S_w`` itself when the groups' spreads do not differ;
+    else its spectrum starts the primal iteration).
 
-    The groups' sums come from the location step's pass (or one read when it took none); the
-    randomized solver starts from the pooled within-group spectrum, a low-rank update of the
-    operator the passes built (no pass)."""
-    spectra = fit.spectra
+    The groups' sums and the samples' distances for their spreads come from the location
+    step's pass, or from one read when it took none."""
+    spectra, n = fit.spectra, fit.n
     members = groups.indicators(inliers=True)  # (n, G)
     counts = members.sum(axis=0)
+    labels = members.argmax(axis=1)
     known = fit.known_vectors(knock, centre, m)
     if fit.dual:
         if centre.group_sums is not None and centre.groups is groups:
@@ -676,26 +715,111 @@ def _within(
             MtO=gram_members / counts,
             OtO=(members.T @ gram_members) / np.outer(counts, counts),
         )
+        # every sample's squared distance to its own group's mean, X μ_g = XXᵀ1_g / n_g
+        means_sq = np.sum(sums * sums, axis=0) / counts**2
+        to_own = gram_members[np.arange(n), labels] / counts[labels]
+        distances = m.sample_sumsq - 2.0 * to_own + means_sq[labels]
+        offsets = np.zeros(len(counts))
     else:
-        if centre.group_images is not None:
-            displaced = centre.group_images
+        if centre.group_images is not None and centre.groups is groups:
+            displaced, origin, X_origin = centre.group_images, centre.mu, centre.mu_image
         else:
-            displaced = spectra.read_with("mspca-within-groups", known, side=members[:, 1:])["side"]
+            origin = m.feature_sum / n
+            out = spectra.read_with(
+                "mspca-within-groups", known, side=members[:, 1:], keep=origin[:, None]
+            )
+            displaced, X_origin = out["side"], out["keep"][:, 0]
+        if origin is None or X_origin is None:
+            raise RuntimeError("the groups' spreads need the origin and its image")
         sums = np.column_stack([m.feature_sum - displaced.sum(axis=1), displaced])
         pooled = LowRank(P=sums / counts, MtO=-sums, OtO=np.diag(counts))
-    model = WithinGroups.of(members, sums, m.sample_sumsq)
-    if isinstance(spectra, ExactSpectra):
-        solution = within_spectrum(fit.plan, fit.read, model, gram=spectra.gram, start=None)
+        distances = m.sample_sumsq - 2.0 * X_origin + float(origin @ origin)
+        offsets = np.sum((sums / counts - origin[:, None]) ** 2, axis=0)
+    model = WithinGroups.of(
+        members,
+        sums,
+        m.sample_sumsq,
+        distances=distances,
+        offsets=offsets,
+        level=fit.plan.params.alpha,
+    )
+    return model, pooled
+
+
+def _pooled_within(fit: _Run, model: WithinGroups, pooled: LowRank) -> WithinSolution:
+    """``S_w`` when the groups share one scale: a low-rank update of the operator the passes
+    built (no pass for its values; one for the components' data side when the solver kept
+    no images)."""
+    spectra = fit.spectra
+    spec = spectra.spectrum(pooled, k=fit.plan.params.n_components)
+    line = candidate_line(fit.plan, model.trace, spec.values)
+    U, members = spec.vectors, model.members
+    if fit.dual:
+        XtU = spectra.basis_image(U)
+        if XtU is None:
+            XtU = fit.read("mspca-within-scores", keep=U)["keep"]
+        images = spectra.apply(members) / model.counts  # X μ_g
+        raw = XtU - model.means @ (members.T @ U)  # X_wᵀ U
+        components, X_components = unit_components(raw, spectra.apply(U) - images @ (members.T @ U))
     else:
-        # dual, the Ritz vectors of S_w on the main basis (free); primal they would need the
-        # basis's images, which a smaller driver budget drops, and the result must not
-        # depend on that: the pooled within-group spectrum's vectors
-        width = fit.plan.sketch_width
-        if fit.dual:
-            start = ritz_start(model, spectra.Q, fit.n, width, gram=spectra.apply)
+        XU = spectra.basis_image(U)
+        if XU is None:
+            XU = fit.read("mspca-within-scores", single=spectra.use_single(), keep=U)["keep"]
+        components, X_components = unit_components(U, XU)
+    return WithinSolution(spec.values, spec.bounds, components, X_components, line)
+
+
+def _within_start(fit: _Run, model: WithinGroups, pooled: LowRank) -> np.ndarray:
+    """The first block of ``S_w``'s iteration, from the main basis as it is (no pass).
+
+    Dual, the Ritz vectors of ``S_w`` on the main basis; primal they would need the basis's
+    images, which a smaller driver budget drops, and the result must not depend on that: the
+    pooled within-group spectrum's vectors."""
+    spectra, width = fit.spectra, fit.plan.sketch_width
+    if not isinstance(spectra, KrylovSpectra):
+        raise RuntimeError("only the randomized solver iterates on S_w")
+    if fit.dual:
+        return ritz_start(model, spectra.Q, fit.n, width, gram=spectra.apply)
+    return spectra.spectrum(pooled, k=width).vectors
+
+
+def _riding_within(fit: _Run, m: Moments, knock: Knockoffs, centre: Centre) -> WithinKrylov | None:
+    """``S_w``'s iteration when the location step found groups (randomized solver): its
+    blocks ride on the main spectrum's passes (:func:`_converge`)."""
+    groups = centre.groups
+    if groups is None or not groups.found or isinstance(fit.spectra, ExactSpectra):
+        return None
+    model, pooled = _within_groups(fit, m, knock, centre, groups)
+    if not model.scaled:
+        return None
+    return WithinKrylov(fit.plan, model, _within_start(fit, model, pooled))
+
+
+def _within(
+    fit: _Run,
+    m: Moments,
+    knock: Knockoffs,
+    centre: Centre,
+    groups: GroupFit,
+    riding: WithinKrylov | None = None,
+) -> WithinSpikes:
+    """Top-K eigenpairs of the within-group covariance at the inliers' scale, ``S_w``
+    (:mod:`~mspca_dask._engine.within`), with the samples' scores on them about the location.
+
+    ``riding``: the iteration whose blocks rode on the main spectrum's passes (finished here
+    with passes of its own when it needs more)."""
+    spectra = fit.spectra
+    if riding is not None:
+        solution = within_spectrum(fit.plan, fit.read, riding.groups, gram=None, start=riding)
+    else:
+        model, pooled = _within_groups(fit, m, knock, centre, groups)
+        if not model.scaled:
+            solution = _pooled_within(fit, model, pooled)
+        elif isinstance(spectra, ExactSpectra):
+            solution = within_spectrum(fit.plan, fit.read, model, gram=spectra.gram, start=None)
         else:
-            start = spectra.spectrum(pooled, k=width).vectors
-        solution = within_spectrum(fit.plan, fit.read, model, gram=None, start=start)
+            start = _within_start(fit, model, pooled)
+            solution = within_spectrum(fit.plan, fit.read, model, gram=None, start=start)
     mu = centre.mu if centre.mu is not None else np.zeros(fit.d)
     scores = solution.X_components - (mu @ solution.components)[None, :]
     return WithinSpikes(

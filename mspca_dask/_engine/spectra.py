@@ -209,7 +209,9 @@ class ExactSpectra:
         """A pass computing ``products`` (the exact solver adds nothing to it)."""
         return self.read(name, **products)
 
-    def extend(self, name: str, known: list[np.ndarray], extra: Any = None) -> bool:
+    def extend(
+        self, name: str, known: list[np.ndarray], extra: Any = None, **products: Any
+    ) -> dict[str, np.ndarray]:
         raise RuntimeError("the exact solver makes no Krylov pass")
 
     def settled(
@@ -440,13 +442,19 @@ class KrylovSpectra:
         return False
 
     def extend(
-        self, name: str, known: list[np.ndarray], extra: list[np.ndarray] | None = None
-    ) -> bool:
-        """One Krylov pass; False (and :attr:`exhausted`) when it found no new direction."""
-        if self.read_with(name, known, extra):
-            return True
-        self.exhausted = True
-        return False
+        self,
+        name: str,
+        known: list[np.ndarray],
+        extra: list[np.ndarray] | None = None,
+        **products: Any,
+    ) -> dict[str, np.ndarray]:
+        """One Krylov pass that computes ``products`` too (:meth:`read_with`), and its
+        products; :attr:`exhausted` when it found no new direction (then no ``"krylov"``
+        entry, and no pass at all unless ``products`` asked for one)."""
+        out = self.read_with(name, known, extra, **products)
+        if "krylov" not in out:
+            self.exhausted = True
+        return out
 
     def _keep_images(self, width: int) -> bool:
         """Whether the next block's image ``M V`` (m, width) is kept on the driver.

@@ -9,10 +9,13 @@ spikes of
 every row less its group's mean and weighted by its group's inverse scale ``τ_g``: the
 group's mean within-group variance over the inliers' (group 0's), from the first pass's
 per-sample sums of squares and the groups' sums (:func:`group_scales`).  Pooled rows of
-different scales would let a noisier group's own noise make spikes.
+different scales would let a noisier group's own noise make spikes.  The groups are weighted
+only when their spreads differ at the fit's level ``α``
+(:func:`~mspca_dask.verdict.pairs.spread_z`); otherwise ``W = I`` and ``S_w`` is the pooled
+within-group covariance, a low-rank update of the main operator that needs no pass.
 
-``W`` is no low-rank update of the operator the passes built, so ``S_w`` has passes of its
-own: the exact solver reads ``XᵀWX`` once (primal; dual, ``W^{1/2}(I − P)XXᵀ(I − P)W^{1/2}``
+A weighted ``W`` is no low-rank update of the operator the passes built, so ``S_w`` then has
+passes of its own: the exact solver reads ``XᵀWX`` once (primal; dual, ``W^{1/2}(I − P)XXᵀ(I − P)W^{1/2}``
 comes from the Gram matrix it holds); the randomized solver runs a block-Krylov iteration on
 ``S_w`` from the pooled within-group spectrum's Ritz vectors until its eigenvalues above the
 edge are certified to ``tol``, as the main spectrum's are.  ``P`` projects on the groups'
@@ -24,13 +27,15 @@ from __future__ import annotations
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import scipy.linalg as sla
+from scipy.special import ndtri
 
 from .. import rmt
 from ..errors import ConvergenceWarning
+from ..verdict.pairs import spread_z
 from . import spectra
 from .linalg import flip_signs, orthonormalize, rayleigh_ritz, top_eigh
 from .spectra import rise_and_ratio
@@ -39,7 +44,16 @@ if TYPE_CHECKING:
     from .plan import FitPlan
     from .spectra import PassReader
 
-__all__ = ["WithinGroups", "WithinSolution", "group_scales", "ritz_start", "within_spectrum"]
+__all__ = [
+    "WithinGroups",
+    "WithinKrylov",
+    "WithinSolution",
+    "candidate_line",
+    "group_scales",
+    "ritz_start",
+    "unit_components",
+    "within_spectrum",
+]
 
 
 def group_scales(sample_sumsq: np.ndarray, members: np.ndarray, sums: np.ndarray) -> np.ndarray:
@@ -79,24 +93,52 @@ class WithinGroups:
     means : (d, G) ndarray
         ``μ_g``.
     weights : (G,) ndarray
-        ``1 / τ_g``.
+        ``1 / τ_g`` when the groups differ in spread, else ones (``S_w`` is then the pooled
+        within-group covariance, a low-rank update of the main operator).
     trace : float
         ``tr(S_w)``.
+    spread_z : float
+        :func:`~mspca_dask.verdict.pairs.spread_z` of the groups (NaN: not measurable).
     """
 
     members: np.ndarray
     means: np.ndarray
     weights: np.ndarray
     trace: float
+    spread_z: float
 
     @classmethod
-    def of(cls, members: np.ndarray, sums: np.ndarray, sample_sumsq: np.ndarray) -> WithinGroups:
-        """From the groups' indicators ``(n, G)``, sums ``Xᵀ1_g (d, G)`` and ``‖x_i‖² (n,)``."""
+    def of(
+        cls,
+        members: np.ndarray,
+        sums: np.ndarray,
+        sample_sumsq: np.ndarray,
+        *,
+        distances: np.ndarray,
+        offsets: np.ndarray,
+        level: float,
+    ) -> WithinGroups:
+        """From the groups' indicators ``(n, G)``, sums ``Xᵀ1_g (d, G)`` and ``‖x_i‖² (n,)``.
+
+        The groups are brought to the inliers' scale when their spreads differ at level
+        ``level`` (:func:`~mspca_dask.verdict.pairs.spread_z` on ``distances`` (n,), each
+        sample's squared distance to an origin, and ``offsets`` (G,), each group mean's;
+        one-sided); otherwise their scales are taken as equal, the model's estimate under
+        that hypothesis.
+        """
         counts = members.sum(axis=0)
-        weights = 1.0 / group_scales(sample_sumsq, members, sums)
+        means = sums / counts
+        z = spread_z(distances, members.argmax(axis=1), offsets)
+        differ = bool(np.isfinite(z)) and z >= float(ndtri(1.0 - level))
+        scales = group_scales(sample_sumsq, members, sums) if differ else np.ones(len(counts))
         within = members.T @ sample_sumsq - np.sum(sums * sums, axis=0) / counts
-        trace = float(weights @ within) / members.shape[0]
-        return cls(members, sums / counts, weights, trace)
+        trace = float(within @ (1.0 / scales)) / members.shape[0]
+        return cls(members, means, 1.0 / scales, trace, z)
+
+    @property
+    def scaled(self) -> bool:
+        """Whether the groups are weighted (their spreads differ)."""
+        return bool(np.any(self.weights != 1.0))
 
     @property
     def counts(self) -> np.ndarray:
@@ -163,7 +205,7 @@ def within_spectrum(
     groups: WithinGroups,
     *,
     gram: np.ndarray | None,
-    start: np.ndarray | None,
+    start: np.ndarray | WithinKrylov | None,
 ) -> WithinSolution:
     """Top-K eigenpairs of ``S_w`` (module docstring), by the fit's solver.
 
@@ -174,9 +216,10 @@ def within_spectrum(
     groups : WithinGroups
     gram : (p, p) ndarray or None
         The exact solver's Gram matrix ``MᵀM``; None for the randomized solver.
-    start : (p, b) ndarray or None
+    start : (p, b) ndarray, WithinKrylov or None
         The randomized solver's first block (operator side): :func:`ritz_start`'s vectors
-        (dual), or the pooled within-group spectrum's Ritz vectors.
+        (dual), or the pooled within-group spectrum's Ritz vectors; or the iteration that
+        rode on the main spectrum's passes, to finish.
     """
     if gram is not None:
         return _exact(plan, read, groups, gram)
@@ -193,7 +236,12 @@ def _line(plan: FitPlan, trace: float, values: np.ndarray) -> tuple[float, float
     return s2, edge, edge + plan.params.edge_margin * rmt.tracy_widom_scale(n, d, s2)
 
 
-def _unit(raw: np.ndarray, X_raw: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def candidate_line(plan: FitPlan, trace: float, values: np.ndarray) -> float:
+    """``S_w``'s candidate line: the edge at its own noise level plus ``edge_margin`` TW."""
+    return _line(plan, trace, values)[2]
+
+
+def unit_components(raw: np.ndarray, X_raw: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Unit feature-space columns of ``raw`` (d, k) and ``X`` applied to them."""
     norm = np.maximum(np.linalg.norm(raw, axis=0), 1e-300)
     V, XV = raw / norm, X_raw / norm
@@ -213,115 +261,172 @@ def _exact(
         values, U = top_eigh(DR @ gram @ DR.T / n, K)
         Y = DR.T @ U  # (I − P) W^{1/2} u
         raw = read("mspca-within-scores", keep=Y)["keep"]  # X_wᵀW^{1/2}u (d, k)
-        V, XV = _unit(raw, gram @ Y)
+        V, XV = unit_components(raw, gram @ Y)
     else:
         out = read("mspca-within-gram", gram=True, row_weights=groups.row_weights)
         d = plan.n_features
         A = (out["gram"] - groups.mean_term(np.eye(d))) / n
         values, V0 = top_eigh((A + A.T) / 2, K)
         XV0 = read("mspca-within-scores", keep=V0)["keep"]
-        V, XV = _unit(V0, XV0)
+        V, XV = unit_components(V0, XV0)
     _, _, line = _line(plan, groups.trace, values)
     return WithinSolution(values, np.zeros(len(values)), V, XV, line)
+
+
+class WithinKrylov:
+    """Block Krylov on ``S_w`` (operator side), one block per pass.
+
+    Primal, the operator is ``S_w`` itself, read by Krylov products with the rows weighted;
+    dual, it is ``W^{1/2}(I − P) XXᵀ (I − P) W^{1/2} / n`` (same nonzero spectrum), read by
+    plain Krylov products of ``(I − P) W^{1/2} V``.  Its products are a pass's ``within``
+    entry (:func:`~mspca_dask._passes.pass_graph`), so a block can ride on a pass of the main
+    spectrum (:meth:`request`, :meth:`absorb`) or have a pass of its own (:meth:`step`).
+
+    It stops as the main spectrum does
+    (:meth:`~mspca_dask._engine.spectra.KrylovSpectra.settled`), on ``S_w``'s own edge and
+    line: after two blocks at least (the start's own Ritz values are no earlier estimate:
+    the first block reproduces them, so only a second can show them still moving), every Ritz
+    value above the edge has a bound within ``tol`` and moved by less than ``tol`` in the
+    last block, as many are above the edge as after the previous one, and the largest one
+    below it, extrapolated, stays below the line.
+    """
+
+    def __init__(self, plan: FitPlan, groups: WithinGroups, start: np.ndarray) -> None:
+        self.plan, self.groups = plan, groups
+        self._sqrt_w = np.sqrt(groups.row_weights)
+        self.Q = np.zeros((plan.p, 0))
+        self.AQ = np.zeros((plan.p, 0))
+        #: primal X Q (n, ·); dual Xᵀ(I − P)W^{1/2}Q (d, ·): the components' data side
+        self._images: list[np.ndarray] | None = []
+        self._gram_images: list[np.ndarray] = []  # dual: XXᵀ(I − P)W^{1/2}Q (n, ·)
+        self._next = orthonormalize(start)
+        self._history: list[np.ndarray] = []
+        self.settled = False
+        self.exhausted = False
+        self.bound, self.tol = np.inf, 0.0
+        self.values = self.bounds = np.zeros(0)
+        self._coef = np.zeros((0, 0))
+
+    @property
+    def done(self) -> bool:
+        return self.settled or self.exhausted
+
+    @property
+    def blocks(self) -> int:
+        """Blocks read so far."""
+        return len(self._history)
+
+    def request(self) -> dict[str, Any]:
+        """The products a pass computes for the next block."""
+        V = self._next
+        held = sum(im.nbytes for im in self._images) if self._images is not None else 0
+        keep = self._images is not None and held + 8 * self.plan.m * V.shape[1] <= (
+            spectra.BASIS_IMAGE_BUDGET
+        )
+        if not keep:
+            self._images = None
+        if self.plan.dual:
+            return {
+                "within": self.groups.recentre(self._sqrt_w[:, None] * V),
+                "within_images": keep,
+            }
+        return {"within": V, "within_images": keep, "row_weights": self.groups.row_weights}
+
+    def absorb(self, out: dict[str, np.ndarray]) -> None:
+        """Take a pass's ``within`` products for the block :meth:`request` asked for."""
+        plan, groups, n = self.plan, self.groups, self.plan.n_samples
+        V = self._next
+        if plan.dual:
+            self._gram_images.append(out["within"])
+            AV = self._sqrt_w[:, None] * groups.recentre(out["within"]) / n
+        else:
+            AV = (out["within"] - groups.mean_term(V)) / n
+        if self._images is not None:
+            self._images.append(out["within_image"])
+        self.Q, self.AQ = np.column_stack([self.Q, V]), np.column_stack([self.AQ, AV])
+        K = plan.params.n_components
+        values, self._coef, _, bounds = rayleigh_ritz(self.Q, self.AQ, K)
+        s2, edge, line = _line(plan, groups.trace, values)
+        prm = plan.params
+        self.tol = prm.tol if prm.tol is not None else rmt.eigenvalue_tolerance(n, s2)
+        above = values > edge
+        self.bound = float(np.max(bounds[above], initial=0.0))
+        if self._history and len(self._history[-1]) == len(values):
+            rise, ratio = rise_and_ratio(values, self._history)
+            was_above = self._history[-1] > edge
+            moved = float(np.max(np.abs(rise[above | was_above]), initial=0.0))
+            projected = values + np.maximum(rise, 0.0) * ratio / (1.0 - ratio)
+            below = np.flatnonzero(~above)
+            climbing = bool(below.size) and bool(projected[below[0]] >= line)
+            self.settled = (
+                self.bound <= self.tol
+                and moved <= self.tol
+                and int(above.sum()) == int(was_above.sum())
+                and not climbing
+            )
+        self._history.append(values)
+        self.values, self.bounds = values, bounds
+        self._next = orthonormalize(AV, against=self.Q)
+        if self.Q.shape[1] >= plan.p:
+            self.settled = True  # the basis spans the whole space: Rayleigh–Ritz is exact
+        elif self._next.shape[1] == 0:
+            self.exhausted = True
+
+    def step(self, read: PassReader) -> None:
+        """One pass of its own."""
+        self.absorb(read(f"mspca-within-{self.blocks + 1}", **self.request()))
+
+    def solution(self, read: PassReader) -> WithinSolution:
+        """The certified eigenpairs: components and their images from the kept images (or
+        one more read when they were over the budget)."""
+        if not self.blocks:
+            raise RuntimeError("no block has been read")
+        coef = self._coef
+        U = self.Q @ coef  # operator-side Ritz vectors
+        if self.plan.dual:
+            Y = self.groups.recentre(self._sqrt_w[:, None] * U)
+            X_raw = np.column_stack(self._gram_images) @ coef  # XXᵀ(I − P)W^{1/2}u
+            raw = (
+                np.column_stack(self._images) @ coef
+                if self._images is not None
+                else read("mspca-within-scores", keep=Y)["keep"]
+            )
+            V, XV = unit_components(raw, X_raw)
+        else:
+            XU = (
+                np.column_stack(self._images) @ coef
+                if self._images is not None
+                else read("mspca-within-scores", keep=U)["keep"]
+            )
+            V, XV = unit_components(U, XU)
+        _, _, line = _line(self.plan, self.groups.trace, self.values)
+        return WithinSolution(self.values, self.bounds, V, XV, line)
 
 
 def _krylov(
     plan: FitPlan,
     read: PassReader,
     groups: WithinGroups,
-    start: np.ndarray,
+    start: np.ndarray | WithinKrylov,
 ) -> WithinSolution:
-    """Block Krylov on ``S_w`` (operator side) from ``start``, one pass per block.
-
-    Primal, the operator is ``S_w`` itself, read by Krylov products with the rows weighted;
-    dual, it is ``W^{1/2}(I − P) XXᵀ (I − P) W^{1/2} / n`` (same nonzero spectrum), read by
-    plain Krylov products of ``(I − P) W^{1/2} V``.  Stops as the main spectrum does
-    (:meth:`~mspca_dask._engine.spectra.KrylovSpectra.settled`), on ``S_w``'s own edge and
-    line: after two passes at least (the start's own Ritz values are no earlier estimate:
-    the first pass reproduces them on its block, so only a second can show them still
-    moving), every Ritz value above the edge has a bound within ``tol`` and moved by less
-    than ``tol`` in the last pass, as many are above the edge as after the previous one, and
-    the largest one below it, extrapolated, stays below the line; or at the pass budget
-    (``max_passes``, at least two passes), with a
-    :class:`~mspca_dask.errors.ConvergenceWarning`.
-    """
-    prm, n, K = plan.params, plan.n_samples, plan.params.n_components
-    sqrt_w = np.sqrt(groups.row_weights)
-    Q = np.zeros((plan.p, 0))
-    AQ = np.zeros((plan.p, 0))
-    feats: list[np.ndarray] | None = []  # primal: X Q (n, ·); dual: Xᵀ(I − P)W^{1/2}Q (d, ·)
-    samples: list[np.ndarray] = []  # dual: XXᵀ(I − P)W^{1/2}Q (n, ·)
-    V = orthonormalize(start)
-    history: list[np.ndarray] = []
-    budget = max(prm.max_passes - read.n_passes, 2)
-    settled, bound, tol = False, np.inf, 0.0
-    values = coef = bounds = np.zeros(0)
-    for step in range(budget):
-        keep = feats is not None and (
-            sum(f.nbytes for f in feats) + 8 * plan.m * V.shape[1] <= spectra.BASIS_IMAGE_BUDGET
-        )
-        if not keep:
-            feats = None
-        name = f"mspca-within-{step + 1}"
-        if plan.dual:
-            Y = groups.recentre(sqrt_w[:, None] * V)
-            out = read(name, krylov=Y, krylov_images=keep)
-            samples.append(out["krylov"])
-            AV = sqrt_w[:, None] * groups.recentre(out["krylov"]) / n
-        else:
-            out = read(name, krylov=V, krylov_images=keep, row_weights=groups.row_weights)
-            AV = (out["krylov"] - groups.mean_term(V)) / n
-        if feats is not None:
-            feats.append(out["krylov_image"])
-        Q, AQ = np.column_stack([Q, V]), np.column_stack([AQ, AV])
-        values, coef, _, bounds = rayleigh_ritz(Q, AQ, K)
-        s2, edge, line = _line(plan, groups.trace, values)
-        tol = prm.tol if prm.tol is not None else rmt.eigenvalue_tolerance(n, s2)
-        above = values > edge
-        bound = float(np.max(bounds[above], initial=0.0))
-        if history and len(history[-1]) == len(values):
-            rise, ratio = rise_and_ratio(values, history)
-            was_above = history[-1] > edge
-            moved = float(np.max(np.abs(rise[above | was_above]), initial=0.0))
-            projected = values + np.maximum(rise, 0.0) * ratio / (1.0 - ratio)
-            below = np.flatnonzero(~above)
-            climbing = bool(below.size) and bool(projected[below[0]] >= line)
-            settled = (
-                bound <= tol
-                and moved <= tol
-                and int(above.sum()) == int(was_above.sum())
-                and not climbing
-            )
-        history.append(values)
-        V = orthonormalize(AV, against=Q)
-        if settled or V.shape[1] == 0 or Q.shape[1] >= plan.p:
-            settled = settled or Q.shape[1] >= plan.p
+    """Run :class:`WithinKrylov` (a new one from ``start``, or one that blocks of the main
+    spectrum's passes have advanced) to the end with passes of its own: until settled, or
+    at the pass budget (``max_passes``, at least two blocks), with a
+    :class:`~mspca_dask.errors.ConvergenceWarning`."""
+    it = start if isinstance(start, WithinKrylov) else WithinKrylov(plan, groups, start)
+    prm = plan.params
+    budget = max(prm.max_passes - read.n_passes, 2 - it.blocks)
+    for _ in range(budget):
+        if it.done:
             break
-    if not settled:
+        it.step(read)
+    if not it.settled and not it.exhausted:
         warnings.warn(
             f"the within-group covariance's solver stopped at its pass budget "
-            f"({prm.max_passes}) with an eigenvalue error bound of {bound:.3g}, above the "
-            f"target {tol:.3g}; its covariance components may be unreliable. Raise "
+            f"({prm.max_passes}) with an eigenvalue error bound of {it.bound:.3g}, above the "
+            f"target {it.tol:.3g}; its covariance components may be unreliable. Raise "
             f"max_passes or use solver='exact'.",
             ConvergenceWarning,
             stacklevel=5,
         )
-    U = Q @ coef  # operator-side Ritz vectors
-    if plan.dual:
-        Y = groups.recentre(sqrt_w[:, None] * U)
-        X_raw = np.column_stack(samples) @ coef  # XXᵀ(I − P)W^{1/2}u
-        raw = (
-            np.column_stack(feats) @ coef
-            if feats is not None
-            else read("mspca-within-scores", keep=Y)["keep"]
-        )
-        V, XV = _unit(raw, X_raw)
-    else:
-        XU = (
-            np.column_stack(feats) @ coef
-            if feats is not None
-            else read("mspca-within-scores", keep=U)["keep"]
-        )
-        V, XV = _unit(U, XU)
-    _, _, line = _line(plan, groups.trace, values)
-    return WithinSolution(values, bounds, V, XV, line)
+    return it.solution(read)

@@ -13,9 +13,9 @@ The model, in ten lines:
    axes (FastICA), each made unimodal (Silverman's critical bandwidth), drawn independently.
    Not rejected: one group, every candidate covariance.
 4. The location is the inliers' mean; the covariance is that of the data re-centred at each
-   group's own mean and brought to the inliers' scale (each group's rows weighted by the
-   inverse of its scale), ``S_w``, whose spikes (above its own edge) are the covariance
-   components.
+   group's own mean, ``S_w``, with each group brought to the inliers' scale when the groups'
+   spreads differ at level ``α`` (:func:`~.pairs.spread_z`); its spikes (above its own edge)
+   are the covariance components.
 5. Per candidate: ``shift_z``, Welch's F of the group means as an ``N(0, 1)`` deviate, and
    whether it carries a spike of ``S_w`` (matched one-to-one, largest total ``|cos|``).
 6. Shifted (``shift_z ≥ Φ⁻¹(1 − α/k)``) and carrying → mixed; shifted only → mean shift;

@@ -42,6 +42,7 @@ __all__ = [
     "judge_pairs",
     "match_spikes",
     "shift_statistics",
+    "spread_z",
 ]
 
 #: The verdicts of an eigenpair.
@@ -77,10 +78,17 @@ def _welch_anova(T: np.ndarray, labels: np.ndarray) -> tuple[np.ndarray, int, np
     groups = [g for g in np.unique(labels) if np.count_nonzero(labels == g) >= 2]
     if len(groups) < 2:
         return np.zeros(T.shape[1]), 1, np.full(T.shape[1], np.inf)
-    G = len(groups)
     size = np.array([np.count_nonzero(labels == g) for g in groups], dtype=float)[:, None]
     means = np.array([T[labels == g].mean(axis=0) for g in groups])
     var = np.array([T[labels == g].var(axis=0, ddof=1) for g in groups])
+    return _welch_f(means, var, size)
+
+
+def _welch_f(
+    means: np.ndarray, var: np.ndarray, size: np.ndarray
+) -> tuple[np.ndarray, int, np.ndarray]:
+    """Welch's F from the groups' means and variances ``(G, k)`` and sizes ``(G, 1)``."""
+    G = means.shape[0]
     w = size / np.maximum(var, 1e-300)
     W = w.sum(axis=0)
     centre = (w * means).sum(axis=0) / W
@@ -110,6 +118,48 @@ def shift_statistics(scores: np.ndarray, labels: np.ndarray) -> np.ndarray:
         return np.full(T.shape[1], np.nan)
     F, dfn, dfd = _welch_anova(T, labels)
     return f_deviate(F, dfn, dfd)
+
+
+def spread_z(distances: np.ndarray, labels: np.ndarray, offsets: np.ndarray) -> float:
+    """Whether the groups differ in spread: Welch's F of the group means of the samples' log
+    squared distances to their own group's mean, as a normal deviate (``N(0, 1)`` when the
+    groups share one spread).
+
+    Parameters
+    ----------
+    distances : (n,) ndarray
+        ``‖x_i − o‖²``, each sample's squared distance to an origin ``o``.
+    labels : (n,) int ndarray
+        Groups ``0 .. G − 1``.
+    offsets : (G,) ndarray
+        ``‖μ_g − o‖²``.
+
+    Notes
+    -----
+    Groups of one covariance shape at their own scales ``τ_g`` have squared distances to
+    their means distributed as ``τ_g`` times one law (times ``(n_g − 1)/n_g``, the sample
+    mean's share, corrected here): on the log scale the spread is a shift, and the logs are
+    near symmetric, so Welch's test of the means holds its level with small groups too.  A
+    sample's distance to its group's mean is taken as ``distances − offsets[g]``, which is it
+    plus ``2(μ_g − o)ᵀe``, a zero-mean term that only adds variance (the test then leans
+    towards equal spreads).  NaN with fewer than two groups of two samples.
+    """
+    groups = np.unique(labels)
+    size = np.array([np.count_nonzero(labels == g) for g in groups], dtype=float)
+    keep = size >= 2
+    if np.count_nonzero(keep) < 2:
+        return float("nan")
+    own = distances - offsets[labels]
+    tiny = np.finfo(float).tiny
+    logs = (
+        np.log(np.maximum(own, tiny))
+        + np.log(size / np.maximum(size - 1.0, 1.0))[np.searchsorted(groups, labels)]
+    )
+    kept = groups[keep]
+    means = np.array([logs[labels == g].mean() for g in kept])[:, None]
+    var = np.array([logs[labels == g].var(ddof=1) for g in kept])[:, None]
+    F, dfn, dfd = _welch_f(means, var, size[keep, None])
+    return float(f_deviate(F, dfn, dfd)[0])
 
 
 def f_deviate(F: np.ndarray, dfn: int, dfd: np.ndarray) -> np.ndarray:
