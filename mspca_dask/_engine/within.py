@@ -15,11 +15,12 @@ only when their spreads differ at the fit's level ``α``
 within-group covariance, a low-rank update of the main operator that needs no pass.
 
 A weighted ``W`` is no low-rank update of the operator the passes built, so ``S_w`` then has
-passes of its own: the exact solver reads ``XᵀWX`` once (primal; dual, ``W^{1/2}(I − P)XXᵀ(I − P)W^{1/2}``
-comes from the Gram matrix it holds); the randomized solver runs a block-Krylov iteration on
-``S_w`` from the pooled within-group spectrum's Ritz vectors until its eigenvalues above the
-edge are certified to ``tol``, as the main spectrum's are.  ``P`` projects on the groups'
-indicators (re-centring each group at its mean).
+passes of its own: the exact solver reads ``XᵀWX`` once (primal; dual,
+``W^{1/2}(I − P)XXᵀ(I − P)W^{1/2}`` comes from the Gram matrix it holds); the randomized
+solver runs a block-Krylov iteration on ``S_w`` (:class:`WithinKrylov`) until its eigenvalues
+above the edge are certified to ``tol``, as the main spectrum's are, its blocks riding on the
+main spectrum's passes while there are any.  ``P`` projects on the groups' indicators
+(re-centring each group at its mean).
 """
 
 from __future__ import annotations
@@ -194,9 +195,6 @@ def ritz_start(
     B = Q.T @ (Q / groups.row_weights[:, None])
     C = sla.eigh((H + H.T) / 2, (B + B.T) / 2)[1]
     return orthonormalize((Q / np.sqrt(groups.row_weights)[:, None]) @ C[:, ::-1][:, :width])
-
-
-Read = Callable[..., dict[str, np.ndarray]]
 
 
 def within_spectrum(
