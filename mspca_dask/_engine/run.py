@@ -758,9 +758,10 @@ def _pooled_within(fit: _Run, model: WithinGroups, pooled: LowRank) -> WithinSol
         XtU = spectra.basis_image(U)
         if XtU is None:
             XtU = fit.read("mspca-within-scores", keep=U)["keep"]
-        images = spectra.apply(members) / model.counts  # X μ_g
+        images = pooled.MtO  # X μ_g = XXᵀ1_g / n_g, already applied for the pooled terms
         raw = XtU - model.means @ (members.T @ U)  # X_wᵀ U
-        components, X_components = unit_components(raw, spectra.apply(U) - images @ (members.T @ U))
+        X_raw = spectra.apply(U) - images @ (members.T @ U)  # X X_wᵀ U
+        components, X_components = unit_components(raw, X_raw)
     else:
         XU = spectra.basis_image(U)
         if XU is None:

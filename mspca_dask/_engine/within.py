@@ -57,6 +57,12 @@ __all__ = [
 ]
 
 
+def _within_sumsq(sample_sumsq: np.ndarray, members: np.ndarray, sums: np.ndarray) -> np.ndarray:
+    """(G,) each group's sum of squared distances to its mean, ``Σ_g ‖x_i‖² − ‖Xᵀ1_g‖²/n_g``."""
+    counts = members.sum(axis=0)
+    return members.T @ sample_sumsq - np.sum(sums * sums, axis=0) / np.maximum(counts, 1)
+
+
 def group_scales(sample_sumsq: np.ndarray, members: np.ndarray, sums: np.ndarray) -> np.ndarray:
     """Each group's scale ``τ_g``: its mean within-group variance over the inliers'.
 
@@ -75,8 +81,7 @@ def group_scales(sample_sumsq: np.ndarray, members: np.ndarray, sums: np.ndarray
         ``τ_0 = 1``; a group of fewer than two samples, or without spread, keeps 1.
     """
     counts = members.sum(axis=0)
-    within = members.T @ sample_sumsq - np.sum(sums * sums, axis=0) / np.maximum(counts, 1)
-    var = within / np.maximum(counts - 1, 1)
+    var = _within_sumsq(sample_sumsq, members, sums) / np.maximum(counts - 1, 1)
     ok = (counts >= 2) & (var > 0)
     if not ok[0]:
         return np.ones(members.shape[1])
@@ -132,7 +137,7 @@ class WithinGroups:
         z = spread_z(distances, members.argmax(axis=1), offsets)
         differ = bool(np.isfinite(z)) and z >= float(ndtri(1.0 - level))
         scales = group_scales(sample_sumsq, members, sums) if differ else np.ones(len(counts))
-        within = members.T @ sample_sumsq - np.sum(sums * sums, axis=0) / counts
+        within = _within_sumsq(sample_sumsq, members, sums)
         trace = float(within @ (1.0 / scales)) / members.shape[0]
         return cls(members, means, 1.0 / scales, trace, z)
 
