@@ -128,27 +128,10 @@ def small():
     )
 
 
-class _NoisierCluster:
-    """A mixture whose shifted samples have ``factor`` times the others' spread."""
-
-    def __init__(self, model, factor):
-        self.model, self.factor = model, factor
-        self.membership = np.asarray(model.membership)
-
-    def rows(self, start, stop):
-        clean = self.model.clean_rows(start, stop)
-        shift = self.model.rows(start, stop) - clean
-        scale = np.where(self.membership[start:stop] > 0, self.factor, 1.0)[:, None]
-        return clean * scale + shift
-
-    def to_numpy(self):
-        return self.rows(0, len(self.membership))
-
-
 @pytest.fixture(scope="module")
-def small_noisy(small):
+def small_noisy(small, noisier_clusters):
     """``small`` with its cluster at twice the others' spread: the groups are weighted."""
-    return _NoisierCluster(small, 2.0)
+    return noisier_clusters(small, 2.0)
 
 
 @pytest.fixture(scope="module")
