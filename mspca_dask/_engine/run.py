@@ -770,18 +770,41 @@ def _pooled_within(fit: _Run, model: WithinGroups, pooled: LowRank) -> WithinSol
     return WithinSolution(spec.values, spec.bounds, components, X_components, line)
 
 
-def _within_start(fit: _Run, model: WithinGroups, pooled: LowRank) -> np.ndarray:
-    """The first block of ``S_w``'s iteration, from the main basis as it is (no pass).
+def _within_iteration(fit: _Run, model: WithinGroups, pooled: LowRank) -> WithinKrylov:
+    """``S_w``'s iteration, started from the main basis as it is (no pass).
 
-    Dual, the Ritz vectors of ``S_w`` on the main basis; primal they would need the basis's
-    images, which a smaller driver budget drops, and the result must not depend on that: the
-    pooled within-group spectrum's vectors."""
+    Dual, ``S_w``'s operator applied to directions of the main basis is the Gram operator
+    there, known: the iteration takes the whole basis with its products
+    (:meth:`~mspca_dask._engine.within.WithinKrylov.take_basis`), or only its top Ritz
+    vectors as a first block when some main passes were provisional float32 ones (their
+    rounding is not bounded).  Primal, the Ritz vectors would need the basis's images, which a
+    smaller driver budget drops, and the result must not depend on that: the pooled
+    within-group spectrum's vectors are the first block."""
     spectra, width = fit.spectra, fit.plan.sketch_width
     if not isinstance(spectra, KrylovSpectra):
         raise RuntimeError("only the randomized solver iterates on S_w")
+    if fit.dual and not spectra.ever_provisional:
+        it = WithinKrylov(fit.plan, model)
+        _take_main_basis(fit, it)
+        return it
     if fit.dual:
-        return ritz_start(model, spectra.Q, fit.n, width, gram=spectra.apply)
-    return spectra.spectrum(pooled, k=width).vectors
+        start = ritz_start(model, spectra.Q, fit.n, width, gram=spectra.apply)
+    else:
+        start = spectra.spectrum(pooled, k=width).vectors
+    return WithinKrylov(fit.plan, model, start)
+
+
+def _take_main_basis(fit: _Run, it: WithinKrylov) -> None:
+    """Dual: the main basis's directions ``S_w``'s iteration does not hold yet, with their
+    products (no pass); none once a main pass was provisional."""
+    spectra = fit.spectra
+    if not isinstance(spectra, KrylovSpectra):
+        raise RuntimeError("only the randomized solver has a main basis")
+    if spectra.ever_provisional:
+        return
+    it.take_basis(
+        spectra.Q, spectra.block_ends, spectra.apply, spectra.basis_image, spectra.rounding_bound()
+    )
 
 
 def _riding_within(fit: _Run, m: Moments, knock: Knockoffs, centre: Centre) -> WithinKrylov | None:
@@ -793,7 +816,7 @@ def _riding_within(fit: _Run, m: Moments, knock: Knockoffs, centre: Centre) -> W
     model, pooled = _within_groups(fit, m, knock, centre, groups)
     if not model.scaled:
         return None
-    return WithinKrylov(fit.plan, model, _within_start(fit, model, pooled))
+    return _within_iteration(fit, model, pooled)
 
 
 def _within(
@@ -811,6 +834,8 @@ def _within(
     with passes of its own when it needs more)."""
     spectra = fit.spectra
     if riding is not None:
+        if riding.takes_basis:
+            _take_main_basis(fit, riding)  # the blocks the main passes added since
         solution = within_spectrum(fit.plan, fit.read, riding.groups, gram=None, start=riding)
     else:
         model, pooled = _within_groups(fit, m, knock, centre, groups)
@@ -819,7 +844,7 @@ def _within(
         elif isinstance(spectra, ExactSpectra):
             solution = within_spectrum(fit.plan, fit.read, model, gram=spectra.gram, start=None)
         else:
-            start = _within_start(fit, model, pooled)
+            start = _within_iteration(fit, model, pooled)
             solution = within_spectrum(fit.plan, fit.read, model, gram=None, start=start)
     mu = centre.mu if centre.mu is not None else np.zeros(fit.d)
     scores = solution.X_components - (mu @ solution.components)[None, :]

@@ -266,6 +266,9 @@ class KrylovSpectra:
         #: meet the target; the original spectrum is then certified by one float64 pass
         #: (:meth:`certify`), and the bounds while iterating leave the rounding out
         self.provisional = False
+        #: some of the basis's products came from provisional passes: their rounding is not
+        #: bounded by :meth:`rounding_bound`, even after the certificate
+        self.ever_provisional = False
         self._feature_sum = np.zeros(plan.n_features)
         self._total_sumsq = 0.0
 
@@ -315,7 +318,7 @@ class KrylovSpectra:
             return
         Z0 = out["krylov"]
         if np.isfinite(Z0).all() and self._provisional_allowed(self._image_norm_with(Z0)):
-            self.provisional = True
+            self.provisional = self.ever_provisional = True
             self._absorb(products, out)
             return
         self.read.single_used = False  # the float32 block is dropped: nothing else ran in it
@@ -437,7 +440,7 @@ class KrylovSpectra:
         if self.use_single():
             return True
         if self.read.single_used and self._provisional_allowed(self._image_norm):
-            self.provisional = True
+            self.provisional = self.ever_provisional = True
             return True
         return False
 
@@ -482,7 +485,12 @@ class KrylovSpectra:
             k or self.plan.params.n_components,
             base if self.plan.dual else None,
         )
-        return Spectrum(vals, vecs, bounds + self._rounding_bound(), op_vecs)
+        return Spectrum(vals, vecs, bounds + self.rounding_bound(), op_vecs)
+
+    @property
+    def block_ends(self) -> list[int]:
+        """The basis's width at the end of each Krylov block."""
+        return list(self._block_ends)
 
     def apply(self, a: np.ndarray) -> np.ndarray:
         """``MᵀM a`` for ``a`` in the span of the basis: ``Z Qᵀ a`` (exact there)."""
@@ -709,7 +717,7 @@ class KrylovSpectra:
         self.provisional = False  # an output pass after this one runs in float64
         return Certified(Spectrum(vals, U @ coef, bounds, op_vecs), image, location)
 
-    def _rounding_bound(self) -> float:
+    def rounding_bound(self) -> float:
         """The rounding term added to every certified error bound.
 
         Zero while the passes are provisional: those bounds only steer the iteration, and

@@ -19,8 +19,9 @@ passes of its own: the exact solver reads ``XᵀWX`` once (primal; dual,
 ``W^{1/2}(I − P)XXᵀ(I − P)W^{1/2}`` comes from the Gram matrix it holds); the randomized
 solver runs a block-Krylov iteration on ``S_w`` (:class:`WithinKrylov`) until its eigenvalues
 above the edge are certified to ``tol``, as the main spectrum's are, its blocks riding on the
-main spectrum's passes while there are any.  ``P`` projects on the groups' indicators
-(re-centring each group at its mean).
+main spectrum's passes while there are any; in the dual orientation it starts from the main
+Krylov basis, on which its operator is known without a pass.  ``P`` projects on the groups'
+indicators (re-centring each group at its mean).
 """
 
 from __future__ import annotations
@@ -221,8 +222,9 @@ def within_spectrum(
         The exact solver's Gram matrix ``MᵀM``; None for the randomized solver.
     start : (p, b) ndarray, WithinKrylov or None
         The randomized solver's first block (operator side): :func:`ritz_start`'s vectors
-        (dual), or the pooled within-group spectrum's Ritz vectors; or the iteration that
-        rode on the main spectrum's passes, to finish.
+        (dual), or the pooled within-group spectrum's Ritz vectors; or an iteration already
+        under way (grown from the main basis, or riding on the main spectrum's passes), to
+        finish.
     """
     if gram is not None:
         return _exact(plan, read, groups, gram)
@@ -284,17 +286,30 @@ class WithinKrylov:
     plain Krylov products of ``(I − P) W^{1/2} V``.  Its products are a pass's ``within``
     entry (:func:`~mspca_dask._passes.pass_graph`), so a block can ride on a pass of the main
     spectrum (:meth:`request`, :meth:`absorb`) or have a pass of its own (:meth:`step`).
+    Dual, the main Krylov basis gives directions whose products are known without a pass
+    (:meth:`take_basis`).  Each block is the operator applied to the top ``sketch_width``
+    Ritz vectors, off the basis: block Krylov, whatever the basis grew from.
 
     It stops as the main spectrum does
     (:meth:`~mspca_dask._engine.spectra.KrylovSpectra.settled`), on ``S_w``'s own edge and
-    line: after two blocks at least (the start's own Ritz values are no earlier estimate:
-    the first block reproduces them, so only a second can show them still moving), every Ritz
-    value above the edge has a bound within ``tol`` and moved by less than ``tol`` in the
-    last block, as many are above the edge as after the previous one, and the largest one
-    below it, extrapolated, stays below the line.
+    line: after two Rayleigh–Ritz steps at least (a start block's own Ritz values are no
+    earlier estimate: its first product reproduces them, so only a second can show them
+    still moving; a basis taken with its products is one step), every Ritz value above the
+    edge has a bound within ``tol`` and moved by less than ``tol`` in the last step, as many
+    are above the edge as after the previous one, and the largest one below it,
+    extrapolated, stays below the line.
+
+    Parameters
+    ----------
+    plan : FitPlan
+    groups : WithinGroups
+    start : (p, b) ndarray or None
+        The first block to read; None when the iteration starts from :meth:`take_basis`.
     """
 
-    def __init__(self, plan: FitPlan, groups: WithinGroups, start: np.ndarray) -> None:
+    def __init__(
+        self, plan: FitPlan, groups: WithinGroups, start: np.ndarray | None = None
+    ) -> None:
         self.plan, self.groups = plan, groups
         self._sqrt_w = np.sqrt(groups.row_weights)
         self.Q = np.zeros((plan.p, 0))
@@ -302,8 +317,13 @@ class WithinKrylov:
         #: primal X Q (n, ·); dual Xᵀ(I − P)W^{1/2}Q (d, ·): the components' data side
         self._images: list[np.ndarray] | None = []
         self._gram_images: list[np.ndarray] = []  # dual: XXᵀ(I − P)W^{1/2}Q (n, ·)
-        self._next = orthonormalize(start)
+        self._next = orthonormalize(start) if start is not None else np.zeros((plan.p, 0))
         self._history: list[np.ndarray] = []
+        self.reads = 0  # blocks read by passes (riding or own)
+        #: rounding of the products taken from the main basis, added to every bound
+        self.rounding = 0.0
+        self.takes_basis = False  # dual: grown from the main basis (:meth:`take_basis`)
+        self._taken = 0  # the main basis's columns taken
         self.settled = False
         self.exhausted = False
         self.bound, self.tol = np.inf, 0.0
@@ -315,8 +335,8 @@ class WithinKrylov:
         return self.settled or self.exhausted
 
     @property
-    def blocks(self) -> int:
-        """Blocks read so far."""
+    def steps(self) -> int:
+        """Rayleigh–Ritz steps so far: blocks read and bases taken."""
         return len(self._history)
 
     def request(self) -> dict[str, Any]:
@@ -340,16 +360,105 @@ class WithinKrylov:
         plan, groups, n = self.plan, self.groups, self.plan.n_samples
         V = self._next
         if plan.dual:
-            self._gram_images.append(out["within"])
-            AV = self._sqrt_w[:, None] * groups.recentre(out["within"]) / n
+            gram_image = out["within"]
+            AV = self._sqrt_w[:, None] * groups.recentre(gram_image) / n
         else:
+            gram_image = None
             AV = (out["within"] - groups.mean_term(V)) / n
+        self.reads += 1
+        self._grow(V, AV, gram_image, out.get("within_image"))
+
+    def take_basis(
+        self,
+        basis: np.ndarray,
+        ends: list[int],
+        gram: Callable[[np.ndarray], np.ndarray],
+        image: Callable[[np.ndarray], np.ndarray | None],
+        rounding: float,
+    ) -> None:
+        """Dual: add ``span(W^{-1/2} basis)`` with its products, without a pass.
+
+        ``basis`` (n, L) is the main Krylov basis, which holds the groups' indicators, so
+        ``(I − P) W^{1/2} y`` stays in its span, where ``gram`` applies ``XXᵀ`` exactly and
+        ``image`` gives ``Xᵀ`` (None when the main basis's images were not kept).  Its
+        columns past those taken before are added up to each of its last two block ``ends``
+        and then whole, a Rayleigh–Ritz step each: the stopping rules' history on the basis's
+        earlier blocks, as the main spectrum's after the location step.  ``rounding`` bounds
+        the error of those products (the main passes'), on the main operator's scale.
+        """
+        if not self.plan.dual:
+            raise RuntimeError("only the dual orientation has the main basis's products")
+        self.takes_basis = True
+        self.rounding = max(self.rounding, float(np.max(self.groups.weights)) * rounding)
+        width = basis.shape[1]
+        stops = [e for e in ends if self._taken < e < width][-2:] + [width]
+        for stop in stops:
+            if stop > self._taken:
+                self._take(basis[:, self._taken : stop], gram, image)
+                self._taken = stop
+
+    def _take(
+        self,
+        basis: np.ndarray,
+        gram: Callable[[np.ndarray], np.ndarray],
+        image: Callable[[np.ndarray], np.ndarray | None],
+    ) -> None:
+        """:meth:`take_basis` for some of the main basis's columns (n, l): one step."""
+        Y = basis / self._sqrt_w[:, None]
+        coef = self.Q.T @ Y
+        R = Y - self.Q @ coef
+        again = self.Q.T @ R
+        R, coef = R - self.Q @ again, coef + again
+        U, s, Vt = np.linalg.svd(R, full_matrices=False)
+        # directions already in the basis (or nearly: their products would be amplified by
+        # 1/s) are left out
+        new = s > 1e-6 * max(float(np.max(np.linalg.norm(Y, axis=0), initial=0.0)), 1e-300)
+        if not new.any():
+            return
+        C = Vt[new].T / s[new]  # U[:, new] = R C
+
+        def on_new(on_basis: np.ndarray, on_q: np.ndarray) -> np.ndarray:
+            return (on_basis - on_q @ coef) @ C
+
+        centred = self.groups.recentre(basis)  # (I − P) W^{1/2} Y
+        gram_image = gram(centred)
+        n = self.plan.n_samples
+        AY = self._sqrt_w[:, None] * self.groups.recentre(gram_image) / n
+        kept = image(centred) if self._images is not None else None
+        img = None if kept is None else on_new(kept, self._stacked(self._images or [], self.plan.m))
+        self._grow(
+            U[:, new],
+            on_new(AY, self.AQ),
+            on_new(gram_image, self._stacked(self._gram_images, n)),
+            img,
+        )
+
+    def _stacked(self, images: list[np.ndarray], rows: int) -> np.ndarray:
+        """The basis's images, one column per basis vector (rows, ·)."""
+        return np.column_stack(images) if images else np.zeros((rows, 0))
+
+    def _grow(
+        self,
+        V: np.ndarray,
+        AV: np.ndarray,
+        gram_image: np.ndarray | None,
+        image: np.ndarray | None,
+    ) -> None:
+        """Append ``V`` (orthonormal, off the basis) and its products; one Rayleigh–Ritz step."""
+        plan, n = self.plan, self.plan.n_samples
+        if gram_image is not None:
+            self._gram_images.append(gram_image)
         if self._images is not None:
-            self._images.append(out["within_image"])
+            if image is None:
+                self._images = None
+            else:
+                self._images.append(image)
         self.Q, self.AQ = np.column_stack([self.Q, V]), np.column_stack([self.AQ, AV])
         K = plan.params.n_components
-        values, self._coef, _, bounds = rayleigh_ritz(self.Q, self.AQ, K)
-        s2, edge, line = _line(plan, groups.trace, values)
+        width = min(max(K, plan.sketch_width), self.Q.shape[1])
+        values, coef, _, bounds = rayleigh_ritz(self.Q, self.AQ, width)
+        values, bounds = values[:K], bounds[:K] + self.rounding
+        s2, edge, line = _line(plan, self.groups.trace, values)
         prm = plan.params
         self.tol = prm.tol if prm.tol is not None else rmt.eigenvalue_tolerance(n, s2)
         above = values > edge
@@ -362,14 +471,16 @@ class WithinKrylov:
             below = np.flatnonzero(~above)
             climbing = bool(below.size) and bool(projected[below[0]] >= line)
             self.settled = (
-                self.bound <= self.tol
+                self.reads >= 1
+                and self.bound <= self.tol
                 and moved <= self.tol
                 and int(above.sum()) == int(was_above.sum())
                 and not climbing
             )
         self._history.append(values)
-        self.values, self.bounds = values, bounds
-        self._next = orthonormalize(AV, against=self.Q)
+        self.values, self.bounds, self._coef = values, bounds, coef[:, :K]
+        # the operator on the top Ritz vectors, off the basis: the next Krylov block
+        self._next = orthonormalize(self.AQ @ coef, against=self.Q)
         if self.Q.shape[1] >= plan.p:
             self.settled = True  # the basis spans the whole space: Rayleigh–Ritz is exact
         elif self._next.shape[1] == 0:
@@ -377,12 +488,12 @@ class WithinKrylov:
 
     def step(self, read: PassReader) -> None:
         """One pass of its own."""
-        self.absorb(read(f"mspca-within-{self.blocks + 1}", **self.request()))
+        self.absorb(read(f"mspca-within-{self.reads + 1}", **self.request()))
 
     def solution(self, read: PassReader) -> WithinSolution:
         """The certified eigenpairs: components and their images from the kept images (or
         one more read when they were over the budget)."""
-        if not self.blocks:
+        if not self.steps:
             raise RuntimeError("no block has been read")
         coef = self._coef
         U = self.Q @ coef  # operator-side Ritz vectors
@@ -414,11 +525,12 @@ def _krylov(
 ) -> WithinSolution:
     """Run :class:`WithinKrylov` (a new one from ``start``, or one that blocks of the main
     spectrum's passes have advanced) to the end with passes of its own: until settled, or
-    at the pass budget (``max_passes``, at least two blocks), with a
-    :class:`~mspca_dask.errors.ConvergenceWarning`."""
+    at the pass budget (``max_passes``; at least one block read, two from a start block),
+    with a :class:`~mspca_dask.errors.ConvergenceWarning`."""
     it = start if isinstance(start, WithinKrylov) else WithinKrylov(plan, groups, start)
     prm = plan.params
-    budget = max(prm.max_passes - read.n_passes, 2 - it.blocks)
+    least = 1 - it.reads if it.takes_basis else 2 - it.steps
+    budget = max(prm.max_passes - read.n_passes, least)
     for _ in range(budget):
         if it.done:
             break
