@@ -290,9 +290,17 @@ class FitPlan:
                 (
                     "mspca-within-k",
                     "Krylov passes on the within-group covariance at the inliers' scale until "
-                    "certified" + groups,
+                    "certified (only if groups of different spreads are found)",
                 )
             )
+            if self.dual:
+                out.append(
+                    (
+                        "mspca-within-certificate",
+                        "the within-group spikes from float64 products (only if the Krylov "
+                        "passes ran provisionally in float32)",
+                    )
+                )
         elif self.dual:
             out.append(("mspca-within-scores", "loadings of the within-group spikes" + groups))
         else:

@@ -62,7 +62,6 @@ from .within import (
     WithinKrylov,
     WithinSolution,
     candidate_line,
-    ritz_start,
     unit_components,
     within_spectrum,
 )
@@ -283,7 +282,11 @@ def run_fit(data: Oriented, plan: FitPlan, runner: PassRunner) -> FitOutput:
             return fit.lowrank(fit.location_terms(mu, X_mu, moments))
 
         relocation = Relocation(centre.coef, rebuild)
-    certified = fit.spectra.certify(spec, fit.lowrank(base_terms), relocation)
+    # a block of the within-group iteration rides on the certificate's pass too
+    ride = riding.request() if riding is not None and not riding.done else {}
+    certified = fit.spectra.certify(spec, fit.lowrank(base_terms), relocation, ride=ride)
+    if ride and certified is not None and certified.outputs is not None:
+        riding.absorb(certified.outputs)  # type: ignore[union-attr]
     if certified is not None and certified.location is not None:
         centre = replace(centre, mu=certified.location[0], image=certified.location[1])
     return _finish(
@@ -775,23 +778,19 @@ def _within_iteration(fit: _Run, model: WithinGroups, pooled: LowRank) -> Within
 
     Dual, ``S_w``'s operator applied to directions of the main basis is the Gram operator
     there, known: the iteration takes the whole basis with its products
-    (:meth:`~mspca_dask._engine.within.WithinKrylov.take_basis`), or only its top Ritz
-    vectors as a first block when some main passes were provisional float32 ones (their
-    rounding is not bounded).  Primal, the Ritz vectors would need the basis's images, which a
-    smaller driver budget drops, and the result must not depend on that: the pooled
-    within-group spectrum's vectors are the first block."""
+    (:meth:`~mspca_dask._engine.within.WithinKrylov.take_basis`; after provisional float32
+    passes they only steer it, and one float64 pass certifies the result).  Primal, those
+    products would need the basis's images, which a smaller driver budget drops, and the
+    result must not depend on that: the pooled within-group spectrum's vectors are the first
+    block."""
     spectra, width = fit.spectra, fit.plan.sketch_width
     if not isinstance(spectra, KrylovSpectra):
         raise RuntimeError("only the randomized solver iterates on S_w")
-    if fit.dual and not spectra.ever_provisional:
+    if fit.dual:
         it = WithinKrylov(fit.plan, model)
         _take_main_basis(fit, it)
         return it
-    if fit.dual:
-        start = ritz_start(model, spectra.Q, fit.n, width, gram=spectra.apply)
-    else:
-        start = spectra.spectrum(pooled, k=width).vectors
-    return WithinKrylov(fit.plan, model, start)
+    return WithinKrylov(fit.plan, model, spectra.spectrum(pooled, k=width).vectors)
 
 
 def _take_main_basis(fit: _Run, it: WithinKrylov) -> None:
@@ -800,10 +799,10 @@ def _take_main_basis(fit: _Run, it: WithinKrylov) -> None:
     spectra = fit.spectra
     if not isinstance(spectra, KrylovSpectra):
         raise RuntimeError("only the randomized solver has a main basis")
-    if spectra.ever_provisional:
-        return
+    provisional = spectra.ever_provisional
+    rounding = spectra.rounding_at(np.float64) if provisional else spectra.rounding_bound()
     it.take_basis(
-        spectra.Q, spectra.block_ends, spectra.apply, spectra.basis_image, spectra.rounding_bound()
+        spectra.Q, spectra.block_ends, spectra.apply, spectra.basis_image, rounding, provisional
     )
 
 

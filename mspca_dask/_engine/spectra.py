@@ -153,6 +153,7 @@ class Certified:
     spectrum: Spectrum
     image: np.ndarray | None  # M applied to its vectors (m, K), None over the image budget
     location: tuple[np.ndarray, np.ndarray] | None = None  # recomputed (μ, MᵀM a), dual
+    outputs: dict[str, np.ndarray] | None = None  # the pass's outputs, those that rode on it too
 
 
 class ExactSpectra:
@@ -237,7 +238,11 @@ class ExactSpectra:
         return True
 
     def certify(
-        self, spec: Spectrum, base: LowRank, relocation: Relocation | None = None
+        self,
+        spec: Spectrum,
+        base: LowRank,
+        relocation: Relocation | None = None,
+        ride: dict[str, Any] | None = None,
     ) -> Certified | None:
         """Exact eigenvalues need no certificate."""
         return None
@@ -674,7 +679,11 @@ class KrylovSpectra:
         return self._rounding(unit, image_norm) <= self._spread()
 
     def certify(
-        self, spec: Spectrum, base: LowRank, relocation: Relocation | None = None
+        self,
+        spec: Spectrum,
+        base: LowRank,
+        relocation: Relocation | None = None,
+        ride: dict[str, Any] | None = None,
     ) -> Certified | None:
         """The original spectrum from one float64 pass over its Ritz vectors, and their image.
 
@@ -690,6 +699,8 @@ class KrylovSpectra:
         (``relocation``, required then) is recomputed in the same pass and ``base`` rebuilt
         from it.  The knockoff spectra stay those of the float32 basis: a displacement
         compares two Ritz values of the same products, whose rounding is common to both.
+        ``ride``: more products for the same pass (another iteration's block), returned in
+        :attr:`Certified.outputs`.
         """
         if not self.provisional:
             return None
@@ -704,7 +715,7 @@ class KrylovSpectra:
         if relocation is not None:
             a = relocation.coef[:, None]
             products.update(krylov=np.column_stack([U, a]), keep=a)
-        out = self.read(f"mspca-pass-{self.read.n_passes + 1}", **products)
+        out = self.read(f"mspca-pass-{self.read.n_passes + 1}", **products, **(ride or {}))
         MtMU = out["krylov"][:, : U.shape[1]]
         if relocation is not None:
             location = (out["keep"][:, 0], out["krylov"][:, -1])
@@ -715,7 +726,11 @@ class KrylovSpectra:
         op_vecs = op @ coef if plan.dual else None
         image = out["krylov_image"][:, : U.shape[1]] @ coef if keep else None
         self.provisional = False  # an output pass after this one runs in float64
-        return Certified(Spectrum(vals, U @ coef, bounds, op_vecs), image, location)
+        return Certified(Spectrum(vals, U @ coef, bounds, op_vecs), image, location, out)
+
+    def rounding_at(self, dtype: Any) -> float:
+        """The rounding estimate (:meth:`_rounding`) of products computed in ``dtype``."""
+        return self._rounding(float(np.finfo(dtype).eps) / 2)
 
     def rounding_bound(self) -> float:
         """The rounding term added to every certified error bound.

@@ -32,7 +32,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import scipy.linalg as sla
 from scipy.special import ndtri
 
 from .. import rmt
@@ -52,7 +51,6 @@ __all__ = [
     "WithinSolution",
     "candidate_line",
     "group_scales",
-    "ritz_start",
     "unit_components",
     "within_spectrum",
 ]
@@ -176,33 +174,6 @@ class WithinSolution:
     line: float  # the candidate line at S_w's own noise level
 
 
-def ritz_start(
-    groups: WithinGroups,
-    Q: np.ndarray,
-    n: int,
-    width: int,
-    *,
-    gram: Callable[[np.ndarray], np.ndarray],
-) -> np.ndarray:
-    """Rayleigh–Ritz of ``S_w``'s dual operator on the main Krylov basis, without a pass.
-
-    ``gram`` applies ``XXᵀ`` to vectors in ``span(Q)``, which holds the groups' indicators, so
-    ``(I − P)q`` stays there: on ``span(W^{-1/2} Q)`` the operator
-    ``W^{1/2}(I − P)XXᵀ(I − P)W^{1/2}`` reads ``qᵀ(I − P)XXᵀ(I − P)q'`` over the Gram
-    ``qᵀW⁻¹q'``, a generalized eigenproblem.
-
-    Returns
-    -------
-    (p, width) ndarray
-        The top Ritz vectors (operator side, orthonormal): the first block of :func:`_krylov`.
-    """
-    RQ = groups.recentre(Q)
-    H = RQ.T @ gram(RQ) / n
-    B = Q.T @ (Q / groups.row_weights[:, None])
-    C = sla.eigh((H + H.T) / 2, (B + B.T) / 2)[1]
-    return orthonormalize((Q / np.sqrt(groups.row_weights)[:, None]) @ C[:, ::-1][:, :width])
-
-
 def within_spectrum(
     plan: FitPlan,
     read: PassReader,
@@ -221,10 +192,9 @@ def within_spectrum(
     gram : (p, p) ndarray or None
         The exact solver's Gram matrix ``MᵀM``; None for the randomized solver.
     start : (p, b) ndarray, WithinKrylov or None
-        The randomized solver's first block (operator side): :func:`ritz_start`'s vectors
-        (dual), or the pooled within-group spectrum's Ritz vectors; or an iteration already
-        under way (grown from the main basis, or riding on the main spectrum's passes), to
-        finish.
+        The randomized solver's first block (operator side), e.g. the pooled within-group
+        spectrum's Ritz vectors; or an iteration already under way (grown from the main
+        basis, or riding on the main spectrum's passes), to finish.
     """
     if gram is not None:
         return _exact(plan, read, groups, gram)
@@ -324,11 +294,13 @@ class WithinKrylov:
         self.rounding = 0.0
         self.takes_basis = False  # dual: grown from the main basis (:meth:`take_basis`)
         self._taken = 0  # the main basis's columns taken
+        #: some products came from provisional float32 passes: certified at the end
+        self.provisional = False
         self.settled = False
         self.exhausted = False
         self.bound, self.tol = np.inf, 0.0
         self.values = self.bounds = np.zeros(0)
-        self._coef = np.zeros((0, 0))
+        self._coef = self._wide = np.zeros((0, 0))
 
     @property
     def done(self) -> bool:
@@ -375,6 +347,7 @@ class WithinKrylov:
         gram: Callable[[np.ndarray], np.ndarray],
         image: Callable[[np.ndarray], np.ndarray | None],
         rounding: float,
+        provisional: bool = False,
     ) -> None:
         """Dual: add ``span(W^{-1/2} basis)`` with its products, without a pass.
 
@@ -384,11 +357,15 @@ class WithinKrylov:
         columns past those taken before are added up to each of its last two block ``ends``
         and then whole, a Rayleigh–Ritz step each: the stopping rules' history on the basis's
         earlier blocks, as the main spectrum's after the location step.  ``rounding`` bounds
-        the error of those products (the main passes'), on the main operator's scale.
+        the error of those products (the main passes'), on the main operator's scale; with
+        ``provisional`` (provisional float32 passes, whose rounding is not bounded) it is that
+        of float64 products instead: the products only steer the iteration, and
+        :meth:`solution` certifies its eigenpairs by one float64 pass.
         """
         if not self.plan.dual:
             raise RuntimeError("only the dual orientation has the main basis's products")
         self.takes_basis = True
+        self.provisional |= provisional
         self.rounding = max(self.rounding, float(np.max(self.groups.weights)) * rounding)
         width = basis.shape[1]
         stops = [e for e in ends if self._taken < e < width][-2:] + [width]
@@ -457,7 +434,7 @@ class WithinKrylov:
         K = plan.params.n_components
         width = min(max(K, plan.sketch_width), self.Q.shape[1])
         values, coef, _, bounds = rayleigh_ritz(self.Q, self.AQ, width)
-        values, bounds = values[:K], bounds[:K] + self.rounding
+        values, bounds = values[:K], bounds[:K] + (0.0 if self.provisional else self.rounding)
         s2, edge, line = _line(plan, self.groups.trace, values)
         prm = plan.params
         self.tol = prm.tol if prm.tol is not None else rmt.eigenvalue_tolerance(n, s2)
@@ -479,12 +456,42 @@ class WithinKrylov:
             )
         self._history.append(values)
         self.values, self.bounds, self._coef = values, bounds, coef[:, :K]
+        self._wide = coef[:, : K + 2]  # the certificate's vectors (:meth:`_certificate`)
         # the operator on the top Ritz vectors, off the basis: the next Krylov block
         self._next = orthonormalize(self.AQ @ coef, against=self.Q)
         if self.Q.shape[1] >= plan.p:
             self.settled = True  # the basis spans the whole space: Rayleigh–Ritz is exact
         elif self._next.shape[1] == 0:
             self.exhausted = True
+
+    def _certificate(self, read: PassReader) -> WithinSolution:
+        """The top K eigenpairs from one float64 pass over the top ``K + 2`` Ritz vectors
+        (orthonormal), as :meth:`~mspca_dask._engine.spectra.KrylovSpectra.certify` does for
+        the main spectrum: Rayleigh–Ritz on their span with exact residuals, plus the
+        rounding of float64 products; the pass gives their images for the scores too."""
+        plan, groups, n = self.plan, self.groups, self.plan.n_samples
+        K = plan.params.n_components
+        U = orthonormalize(self.Q @ self._wide)
+        if plan.dual:
+            Y = groups.recentre(self._sqrt_w[:, None] * U)
+            out = read("mspca-within-certificate", within=Y, within_images=True)
+            AU = self._sqrt_w[:, None] * groups.recentre(out["within"]) / n
+        else:
+            out = read(
+                "mspca-within-certificate",
+                within=U,
+                within_images=True,
+                row_weights=groups.row_weights,
+            )
+            AU = (out["within"] - groups.mean_term(U)) / n
+        values, coef, _, bounds = rayleigh_ritz(U, AU, min(K, U.shape[1]))
+        bounds = bounds + self.rounding
+        if plan.dual:
+            V, XV = unit_components(out["within_image"] @ coef, out["within"] @ coef)
+        else:
+            V, XV = unit_components(U @ coef, out["within_image"] @ coef)
+        _, _, line = _line(plan, groups.trace, values)
+        return WithinSolution(values, bounds, V, XV, line)
 
     def step(self, read: PassReader) -> None:
         """One pass of its own."""
@@ -495,6 +502,8 @@ class WithinKrylov:
         one more read when they were over the budget)."""
         if not self.steps:
             raise RuntimeError("no block has been read")
+        if self.provisional:
+            return self._certificate(read)
         coef = self._coef
         U = self.Q @ coef  # operator-side Ritz vectors
         if self.plan.dual:
