@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 import mspca_dask
+from mspca_dask._engine import spectra
 from mspca_dask._engine.plan import Location, make_plan
 from mspca_dask._engine.spectra import PassReader
 from mspca_dask._engine.within import WithinGroups, WithinKrylov, group_scales, within_spectrum
@@ -232,7 +233,7 @@ def test_fit__within_blocks_ride_on_the_main_passes_and_agree_with_the_exact_sol
     assert np.all(cos > 0.999)
 
 
-def test_take_basis__the_dual_operator_on_the_main_basis_is_exact_without_a_pass():
+def test_take_basis__the_dual_operator_on_the_main_basis_is_exact_without_a_pass(monkeypatch):
     """Dual: ``S_w``'s operator on ``W^{-1/2}`` times the main basis (which holds the groups'
     indicators) comes from the Gram operator there; a step per block end, then the rest."""
     X, labels = _grouped(150, 300, scales=(1.0, 2.0, 0.7))
@@ -253,6 +254,16 @@ def test_take_basis__the_dual_operator_on_the_main_basis_is_exact_without_a_pass
     np.testing.assert_allclose(it.AQ, A @ it.Q, atol=1e-10 * np.linalg.norm(A, 2))
     sol = it.solution(None)  # the images were taken too: no read
     np.testing.assert_allclose(sol.X_components, X @ sol.components, atol=1e-8)
+    # over the driver budget for images, the components' data side takes one read instead
+    monkeypatch.setattr(spectra, "BASIS_IMAGE_BUDGET", 0)
+    again = WithinKrylov(plan, groups)
+    again.take_basis(Q, [13, 23, 33], lambda a: gram @ a, lambda a: X.T @ a, rounding=0.0)
+    read = PassReader(orient(da.from_array(X, chunks=(n, 40)), dual=True), Executor("sync"))
+    other = again.solution(read)
+    assert read.n_passes == 1
+    np.testing.assert_array_equal(other.values, sol.values)
+    np.testing.assert_allclose(other.components, sol.components, atol=1e-10)
+    np.testing.assert_allclose(other.X_components, sol.X_components, atol=1e-8)
 
 
 def test_take_basis__provisional_products_only_steer_one_float64_pass_certifies():

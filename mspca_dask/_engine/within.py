@@ -401,7 +401,9 @@ class WithinKrylov:
         gram_image = gram(centred)
         n = self.plan.n_samples
         AY = self._sqrt_w[:, None] * self.groups.recentre(gram_image) / n
-        kept = image(centred) if self._images is not None else None
+        held = sum(im.nbytes for im in self._images) if self._images is not None else 0
+        fits = held + 8 * self.plan.m * int(new.sum()) <= spectra.BASIS_IMAGE_BUDGET
+        kept = image(centred) if self._images is not None and fits else None
         img = None if kept is None else on_new(kept, self._stacked(self._images or [], self.plan.m))
         self._grow(
             U[:, new],
