@@ -333,6 +333,7 @@ class _Products:
     stats: bool = False
     within: bool = False
     within_images: bool = False
+    within_single: bool = False  # the within product at single precision on float32 chunks
     weighted: bool = False  # the Gram and within products weight M's rows (an operand)
 
     def parts(self) -> tuple[str, ...]:
@@ -376,8 +377,8 @@ def _pass_kernel(block: Any, *operands: Any, what: _Products, single: bool = Fal
         results.append(_side_kernel(block, side))
     if what.stats:
         results.extend(_stats_kernel(block))
-    if what.within:  # in float64 whatever the main block's precision
-        partial, image = _krylov_kernel(block, within, False, weights)
+    if what.within:  # at its own precision, whatever the main block's
+        partial, image = _krylov_kernel(block, within, what.within_single, weights)
         results += [partial, image] if what.within_images else [partial]
     out = np.empty(1, dtype=object)
     out[0] = tuple(results)
@@ -440,6 +441,7 @@ def pass_graph(
     krylov_images: bool = False,
     within: np.ndarray | None = None,
     within_images: bool = False,
+    within_single: bool = False,
     row_weights: np.ndarray | None = None,
 ) -> dict[str, da.Array]:
     """Lazy products of one pass over ``data.M``; every entry reads the same chunks.
@@ -470,9 +472,11 @@ def pass_graph(
         chunks, else float64).
     within : (p, b) ndarray, optional
         Include ``within`` = ``Mᵀ diag(w) M V_w`` (p, b), a second Krylov product (of another
-        operator's iteration) in float64, with the rows' weights ``w`` when given; with
+        operator's iteration) in float64 (float32 with ``within_single`` on float32 chunks,
+        whatever ``single`` says), with the rows' weights ``w`` when given; with
         ``within_images``, also ``within_image`` = ``M V_w`` (m, b).
     within_images : bool
+    within_single : bool
     row_weights : (m,) ndarray, optional
         Weights ``w`` of ``M``'s rows for ``gram`` (``Mᵀ diag(w) M``) and ``within``; the
         Krylov, kept and side products are unweighted.
@@ -505,6 +509,7 @@ def pass_graph(
         stats=stats,
         within=within is not None,
         within_images=within is not None and within_images,
+        within_single=within is not None and within_single,
         weighted=weighted,
     )
     out: dict[str, da.Array] = {}
@@ -565,7 +570,8 @@ def pass_graph(
         b = int(within.shape[1])
         out["within"] = partials("within", p, b)
         if within_images:
-            out["within_image"] = per_row("within_image", b)
+            img_dtype = _compute_dtype(np.empty(0, dtype=M.dtype), within_single)
+            out["within_image"] = per_row("within_image", b, img_dtype)
     if stats:
         cols = partials("col_stats", 3, p)
         rows = per_row("row_stats", 3)

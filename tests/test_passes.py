@@ -44,9 +44,11 @@ def test_pass_graph__statistics_of_irregular_chunks_match_numpy() -> None:
     assert out["row_nonfinite"].dtype == np.int64 and not out["col_nonfinite"].any()
 
 
-@pytest.mark.parametrize("single", [False, True])
-def test_pass_graph__a_within_block_rides_on_a_krylov_pass_in_float64_with_row_weights(
-    single,
+@pytest.mark.parametrize(
+    ("single", "within_single"), [(False, False), (True, False), (False, True)]
+)
+def test_pass_graph__a_within_block_rides_on_a_krylov_pass_at_its_own_precision_with_row_weights(
+    single, within_single
 ) -> None:
     rng = np.random.default_rng(2)
     X = rng.standard_normal((50, 6)).astype(np.float32)
@@ -61,16 +63,18 @@ def test_pass_graph__a_within_block_rides_on_a_krylov_pass_in_float64_with_row_w
         within_images=True,
         row_weights=w,
         single=single,
+        within_single=within_single,
     )
     out = da.compute(graph)[0]
     X64, rtol = X.astype(np.float64), 1e-5 if single else 1e-12
+    wtol = 1e-5 if within_single else 1e-12
     # the weights apply to the Gram and the within product, not to the main Krylov block
     np.testing.assert_allclose(out["gram"], X64.T @ (w[:, None] * X64), rtol=1e-12)
     np.testing.assert_allclose(out["krylov"], X64.T @ (X64 @ V), rtol=rtol)
     np.testing.assert_allclose(out["krylov_image"], X64 @ V, rtol=rtol)
-    np.testing.assert_allclose(out["within"], X64.T @ (w[:, None] * (X64 @ W)), rtol=1e-12)
-    np.testing.assert_allclose(out["within_image"], X64 @ W, rtol=1e-12)
-    assert out["within_image"].dtype == np.float64
+    np.testing.assert_allclose(out["within"], X64.T @ (w[:, None] * (X64 @ W)), rtol=wtol)
+    np.testing.assert_allclose(out["within_image"], X64 @ W, rtol=wtol)
+    assert out["within_image"].dtype == (np.float32 if within_single else np.float64)
 
 
 def test_pass_graph__kernels_read_each_chunk_itself_not_a_copy(monkeypatch) -> None:

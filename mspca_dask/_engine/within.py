@@ -320,12 +320,20 @@ class WithinKrylov:
         )
         if not keep:
             self._images = None
+        # provisional: float32 products on float32 chunks steer it, the certificate is float64
+        single = {"within_single": True} if self.provisional else {}
         if self.plan.dual:
             return {
                 "within": self.groups.recentre(self._sqrt_w[:, None] * V),
                 "within_images": keep,
+                **single,
             }
-        return {"within": V, "within_images": keep, "row_weights": self.groups.row_weights}
+        return {
+            "within": V,
+            "within_images": keep,
+            "row_weights": self.groups.row_weights,
+            **single,
+        }
 
     def absorb(self, out: dict[str, np.ndarray]) -> None:
         """Take a pass's ``within`` products for the block :meth:`request` asked for."""
