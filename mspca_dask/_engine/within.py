@@ -38,7 +38,7 @@ from .. import rmt
 from ..errors import ConvergenceWarning
 from ..verdict.pairs import spread_z
 from . import spectra
-from .linalg import flip_signs, orthonormalize, rayleigh_ritz, top_eigh
+from .linalg import flip_signs, orthonormalize, rayleigh_ritz, ritz_bounds, ritz_pairs, top_eigh
 from .spectra import rise_and_ratio
 
 if TYPE_CHECKING:
@@ -284,6 +284,7 @@ class WithinKrylov:
         self._sqrt_w = np.sqrt(groups.row_weights)
         self.Q = np.zeros((plan.p, 0))
         self.AQ = np.zeros((plan.p, 0))
+        self._H = np.zeros((0, 0))  # QᵀAQ
         #: primal X Q (n, ·); dual Xᵀ(I − P)W^{1/2}Q (d, ·): the components' data side
         self._images: list[np.ndarray] | None = []
         self._gram_images: list[np.ndarray] = []  # dual: XXᵀ(I − P)W^{1/2}Q (n, ·)
@@ -440,10 +441,15 @@ class WithinKrylov:
                 self._images = None
             else:
                 self._images.append(image)
+        # the projected operator QᵀAQ grows by the new columns only (not n L² per step)
+        QtAV = self.Q.T @ AV
+        self._H = np.block([[self._H, QtAV], [QtAV.T, V.T @ AV]])
         self.Q, self.AQ = np.column_stack([self.Q, V]), np.column_stack([self.AQ, AV])
         K = plan.params.n_components
         width = min(max(K, plan.sketch_width), self.Q.shape[1])
-        values, coef, _, bounds = rayleigh_ritz(self.Q, self.AQ, width)
+        w, coef = ritz_pairs(self._H, width)
+        values, coef = w[:width], coef[:, :width]
+        _, bounds = ritz_bounds(w, self.AQ @ coef - self.Q @ (coef * values))
         values, bounds = values[:K], bounds[:K] + (0.0 if self.provisional else self.rounding)
         s2, edge, line = _line(plan, self.groups.trace, values)
         prm = plan.params
