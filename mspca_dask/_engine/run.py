@@ -285,8 +285,8 @@ def run_fit(data: Oriented, plan: FitPlan, runner: PassRunner) -> FitOutput:
     # a block of the within-group iteration rides on the certificate's pass too
     ride = riding.request() if riding is not None and not riding.done else {}
     certified = fit.spectra.certify(spec, fit.lowrank(base_terms), relocation, ride=ride)
-    if ride and certified is not None and certified.outputs is not None:
-        riding.absorb(certified.outputs)  # type: ignore[union-attr]
+    if riding is not None and ride and certified is not None and certified.outputs is not None:
+        riding.absorb(certified.outputs)
     if certified is not None and certified.location is not None:
         centre = replace(centre, mu=certified.location[0], image=certified.location[1])
     return _finish(
@@ -795,7 +795,8 @@ def _within_iteration(fit: _Run, model: WithinGroups, pooled: LowRank) -> Within
 
 def _take_main_basis(fit: _Run, it: WithinKrylov) -> None:
     """Dual: the main basis's directions ``S_w``'s iteration does not hold yet, with their
-    products (no pass); none once a main pass was provisional."""
+    products (no pass): after provisional float32 main passes, as products that only steer
+    it (its eigenpairs are then certified by a float64 pass of their own)."""
     spectra = fit.spectra
     if not isinstance(spectra, KrylovSpectra):
         raise RuntimeError("only the randomized solver has a main basis")

@@ -486,26 +486,16 @@ class WithinKrylov:
         the main spectrum: Rayleigh–Ritz on their span with exact residuals, plus the
         rounding of float64 products; the pass gives their images for the scores too."""
         plan, groups, n = self.plan, self.groups, self.plan.n_samples
+        if not plan.dual:  # only a basis taken from provisional main passes needs it
+            raise RuntimeError("the within-group certificate is for the dual orientation")
         K = plan.params.n_components
         U = orthonormalize(self.Q @ self._wide)
-        if plan.dual:
-            Y = groups.recentre(self._sqrt_w[:, None] * U)
-            out = read("mspca-within-certificate", within=Y, within_images=True)
-            AU = self._sqrt_w[:, None] * groups.recentre(out["within"]) / n
-        else:
-            out = read(
-                "mspca-within-certificate",
-                within=U,
-                within_images=True,
-                row_weights=groups.row_weights,
-            )
-            AU = (out["within"] - groups.mean_term(U)) / n
+        Y = groups.recentre(self._sqrt_w[:, None] * U)
+        out = read("mspca-within-certificate", within=Y, within_images=True)
+        AU = self._sqrt_w[:, None] * groups.recentre(out["within"]) / n
         values, coef, _, bounds = rayleigh_ritz(U, AU, min(K, U.shape[1]))
         bounds = bounds + self.rounding
-        if plan.dual:
-            V, XV = unit_components(out["within_image"] @ coef, out["within"] @ coef)
-        else:
-            V, XV = unit_components(U @ coef, out["within_image"] @ coef)
+        V, XV = unit_components(out["within_image"] @ coef, out["within"] @ coef)
         _, _, line = _line(plan, groups.trace, values)
         return WithinSolution(values, bounds, V, XV, line)
 
@@ -515,7 +505,8 @@ class WithinKrylov:
 
     def solution(self, read: PassReader) -> WithinSolution:
         """The certified eigenpairs: components and their images from the kept images (or
-        one more read when they were over the budget)."""
+        one more read when they were over the budget); after provisional products, from
+        :meth:`_certificate`'s float64 pass."""
         if not self.steps:
             raise RuntimeError("no block has been read")
         if self.provisional:
