@@ -722,7 +722,7 @@ class KrylovSpectra:
             base = relocation.base(*location)
         op = apply_operator(MtMU, U, base, n)
         vals, coef, _res, bounds = rayleigh_ritz(U, op, k)
-        bounds = bounds + self._rounding(float(np.finfo(np.float64).eps) / 2)
+        bounds = bounds + self.rounding_at(np.float64)
         op_vecs = op @ coef if plan.dual else None
         image = out["krylov_image"][:, : U.shape[1]] @ coef if keep else None
         self.provisional = False  # an output pass after this one runs in float64
@@ -740,8 +740,7 @@ class KrylovSpectra:
         """
         if self.provisional:
             return 0.0
-        dtype = np.float32 if self.read.single_used else np.float64
-        return self._rounding(float(np.finfo(dtype).eps) / 2)
+        return self.rounding_at(np.float32 if self.read.single_used else np.float64)
 
 
 Spectra = ExactSpectra | KrylovSpectra

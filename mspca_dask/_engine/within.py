@@ -293,8 +293,7 @@ class WithinKrylov:
         self.reads = 0  # blocks read by passes (riding or own)
         #: rounding of the products taken from the main basis, added to every bound
         self.rounding = 0.0
-        self.takes_basis = False  # dual: grown from the main basis (:meth:`take_basis`)
-        self._taken = 0  # the main basis's columns taken
+        self._taken = 0  # the main basis's columns taken (:meth:`take_basis`)
         #: some products came from provisional float32 passes: certified at the end
         self.provisional = False
         self.settled = False
@@ -308,6 +307,11 @@ class WithinKrylov:
         return self.settled or self.exhausted
 
     @property
+    def takes_basis(self) -> bool:
+        """Dual: grown from the main basis (:meth:`take_basis`)."""
+        return self._taken > 0
+
+    @property
     def steps(self) -> int:
         """Rayleigh–Ritz steps so far: blocks read and bases taken."""
         return len(self._history)
@@ -315,17 +319,14 @@ class WithinKrylov:
     def request(self) -> dict[str, Any]:
         """The products a pass computes for the next block."""
         V = self._next
-        held = sum(im.nbytes for im in self._images) if self._images is not None else 0
-        keep = self._images is not None and held + 8 * self.plan.m * V.shape[1] <= (
-            spectra.BASIS_IMAGE_BUDGET
-        )
+        keep = self._images_fit(V.shape[1])
         if not keep:
             self._images = None
         # provisional: float32 products on float32 chunks steer it, the certificate is float64
         single = {"within_single": True} if self.provisional else {}
         if self.plan.dual:
             return {
-                "within": self.groups.recentre(self._sqrt_w[:, None] * V),
+                "within": self._dual_operand(V),
                 "within_images": keep,
                 **single,
             }
@@ -342,7 +343,7 @@ class WithinKrylov:
         V = self._next
         if plan.dual:
             gram_image = out["within"]
-            AV = self._sqrt_w[:, None] * groups.recentre(gram_image) / n
+            AV = self._dual_product(gram_image)
         else:
             gram_image = None
             AV = (out["within"] - groups.mean_term(V)) / n
@@ -373,7 +374,6 @@ class WithinKrylov:
         """
         if not self.plan.dual:
             raise RuntimeError("only the dual orientation has the main basis's products")
-        self.takes_basis = True
         self.provisional |= provisional
         self.rounding = max(self.rounding, float(np.max(self.groups.weights)) * rounding)
         width = basis.shape[1]
@@ -408,18 +408,31 @@ class WithinKrylov:
 
         centred = self.groups.recentre(basis)  # (I − P) W^{1/2} Y
         gram_image = gram(centred)
-        n = self.plan.n_samples
-        AY = self._sqrt_w[:, None] * self.groups.recentre(gram_image) / n
-        held = sum(im.nbytes for im in self._images) if self._images is not None else 0
-        fits = held + 8 * self.plan.m * int(new.sum()) <= spectra.BASIS_IMAGE_BUDGET
-        kept = image(centred) if self._images is not None and fits else None
+        AY = self._dual_product(gram_image)
+        kept = image(centred) if self._images_fit(int(new.sum())) else None
         img = None if kept is None else on_new(kept, self._stacked(self._images or [], self.plan.m))
         self._grow(
             U[:, new],
             on_new(AY, self.AQ),
-            on_new(gram_image, self._stacked(self._gram_images, n)),
+            on_new(gram_image, self._stacked(self._gram_images, self.plan.n_samples)),
             img,
         )
+
+    def _dual_operand(self, V: np.ndarray) -> np.ndarray:
+        """Dual: ``(I − P) W^{1/2} V`` (n, k), what a pass's Gram product takes."""
+        return self.groups.recentre(self._sqrt_w[:, None] * V)
+
+    def _dual_product(self, gram_image: np.ndarray) -> np.ndarray:
+        """Dual: the operator on ``V`` from ``XXᵀ(I − P)W^{1/2}V`` (n, k)."""
+        return self._sqrt_w[:, None] * self.groups.recentre(gram_image) / self.plan.n_samples
+
+    def _images_fit(self, columns: int) -> bool:
+        """Whether ``columns`` more images stay within the driver's image budget (False
+        once they were dropped)."""
+        if self._images is None:
+            return False
+        held = sum(im.nbytes for im in self._images)
+        return held + 8 * self.plan.m * columns <= spectra.BASIS_IMAGE_BUDGET
 
     def _stacked(self, images: list[np.ndarray], rows: int) -> np.ndarray:
         """The basis's images, one column per basis vector (rows, ·)."""
@@ -485,14 +498,13 @@ class WithinKrylov:
         (orthonormal), as :meth:`~mspca_dask._engine.spectra.KrylovSpectra.certify` does for
         the main spectrum: Rayleigh–Ritz on their span with exact residuals, plus the
         rounding of float64 products; the pass gives their images for the scores too."""
-        plan, groups, n = self.plan, self.groups, self.plan.n_samples
+        plan, groups = self.plan, self.groups
         if not plan.dual:  # only a basis taken from provisional main passes needs it
             raise RuntimeError("the within-group certificate is for the dual orientation")
         K = plan.params.n_components
         U = orthonormalize(self.Q @ self._wide)
-        Y = groups.recentre(self._sqrt_w[:, None] * U)
-        out = read("mspca-within-certificate", within=Y, within_images=True)
-        AU = self._sqrt_w[:, None] * groups.recentre(out["within"]) / n
+        out = read("mspca-within-certificate", within=self._dual_operand(U), within_images=True)
+        AU = self._dual_product(out["within"])
         values, coef, _, bounds = rayleigh_ritz(U, AU, min(K, U.shape[1]))
         bounds = bounds + self.rounding
         V, XV = unit_components(out["within_image"] @ coef, out["within"] @ coef)
@@ -514,7 +526,7 @@ class WithinKrylov:
         coef = self._coef
         U = self.Q @ coef  # operator-side Ritz vectors
         if self.plan.dual:
-            Y = self.groups.recentre(self._sqrt_w[:, None] * U)
+            Y = self._dual_operand(U)
             X_raw = np.column_stack(self._gram_images) @ coef  # XXᵀ(I − P)W^{1/2}u
             raw = (
                 np.column_stack(self._images) @ coef
