@@ -207,6 +207,21 @@ def test_group_test_draws_as_many_twins_as_its_level_needs():
     assert fit_groups(T, level=0.1).n_twins == 9
 
 
+def test_small_groups_beside_a_large_one_are_groups_of_their_own():
+    # 20 and 12 samples far from 200 in ten dimensions (a cohort's two small minorities):
+    # fewer samples than a covariance of their own has parameters, each is still a group
+    rng = np.random.default_rng(11)
+    k = 10
+    sizes = (200, 20, 12)
+    T = rng.standard_normal((sum(sizes), k))
+    truth = np.repeat(np.arange(3), sizes)
+    T[truth == 1, 0] += 12.0
+    T[truth == 2, 1] += 12.0
+    g = fit_groups(T, seed=0)
+    assert g.n_groups == 3
+    assert len(set(zip(g.labels, truth, strict=True))) == 3
+
+
 def test_group_zero_holds_the_reference():
     T, members = _shifted(seed=10, share=0.3)
     g = fit_groups(T, pinned=members)  # the shifted 30 % are the reference
@@ -503,6 +518,25 @@ def test_group_test_false_rejections_are_at_most_its_level(kind):
     found = sum(fit_groups(_null_columns(kind, 1000, rng), seed=r).found for r in range(reps))
     # level 0.05: 2 expected; 6 or more has probability below 0.05 under the level
     assert found <= 5, f"{kind}: {found} of {reps} null fits found groups"
+
+
+@pytest.mark.statistical
+@pytest.mark.parametrize("kind", ["skewed", "heavy", "flat", "mixed skewed"])
+def test_a_groups_own_spread_splits_off_at_most_at_the_level(kind):
+    # a displaced 10 % group beside the inliers, both with the same unimodal factors: the
+    # step from two groups to three is a test at level 0.05 given the two
+    rng = np.random.default_rng(200)
+    reps = 40
+    members = np.arange(1000) < 100
+    extra = 0
+    for r in range(reps):
+        T = np.column_stack([_null_columns(kind, 1000, rng), rng.standard_normal(1000)])
+        T[members, 2] += 8.0
+        g = fit_groups(T, seed=r)
+        assert g.found
+        extra += g.n_groups > 2
+    # 2 expected at the level; 6 or more has probability below 0.05
+    assert extra <= 5, f"{kind}: {extra} of {reps} fits split the groups further"
 
 
 @pytest.mark.statistical

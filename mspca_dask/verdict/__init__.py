@@ -6,12 +6,13 @@ The model, in ten lines:
    Tracy–Widom units; their ``n × k`` scores are group means plus within-group noise,
    ``tᵢ = m_g(i) + eᵢ``; the groups' covariances share one shape at their own scales
    (batches with more noise, populations of different diversity) or each has its own.
-2. Groups come from one fit: a Gaussian mixture in score space (EM, groups added while BIC
-   falls; reference rows pinned to the inliers' group 0, else group 0 is the largest).
-3. One test says whether there are displaced groups at all, at level ``α``: the mixture's BIC
-   gain against ``⌈1/α⌉ − 1`` twins drawn under a factor model: the scores' most independent
-   axes (FastICA), each made unimodal (Silverman's critical bandwidth), drawn independently.
-   Not rejected: one group, every candidate covariance.
+2. One test says whether there are displaced groups at all, at level ``α``: a Gaussian
+   mixture's BIC gain (EM) against ``⌈1/α⌉ − 1`` twins drawn under a factor model: the
+   scores' most independent axes (FastICA), each made unimodal (Silverman's critical
+   bandwidth), drawn independently.  Not rejected: one group, every candidate covariance.
+3. Rejected, the groups grow from two, one at a time while each step's test (the same, with
+   each group's own deviations as its twins' factors) rejects at level ``α``; reference rows
+   are pinned to the inliers' group 0, else group 0 is the largest (:mod:`.groups`).
 4. The location is the inliers' mean; the covariance is that of the data re-centred at each
    group's own mean, ``S_w``, with each group brought to the inliers' scale when the groups'
    spreads differ at level ``α`` (:func:`~.pairs.spread_z`); its spikes (above its own edge)

@@ -1,33 +1,43 @@
-"""The group test: are some samples displaced from the rest in candidate score space?
+"""The group test: are some samples displaced from the rest in candidate score space, and
+how many groups are there?
 
-One statistic, one calibration:
+Whether: one statistic, one calibration.
 
-* the statistic is the BIC gain of the best Gaussian mixture (groups added while BIC falls,
+* The statistic is the BIC gain of the best Gaussian mixture (groups added while BIC falls,
   for each covariance form: :func:`~.mixture.select_mixture`) over one Gaussian, on the
-  candidates' scores standardised per column;
-* its null distribution comes from *twins*: the scores are whitened and turned to their
-  most independent axes (:func:`independent_axes`, FastICA), and each axis is made unimodal
-  and drawn independently of the others (:mod:`~mspca_dask.verdict.twins`).  The null is
-  a factor model: independent unimodal factors of any shape (Gaussian, skewed, heavy-tailed,
-  flat) mixed linearly, as the eigenvectors of close spikes mix them; a skewed factor, a
-  heavy-tailed one or a flat covariate is compared with its own kind, and the search over
-  groups and directions is paid for by running it on every twin too;
-* it is a Monte Carlo test at level ``α``: groups are declared when the data's gain exceeds
+  candidates' scores standardised per column and turned to their most independent axes
+  (:func:`independent_axes`, FastICA).
+* Its null distribution comes from *twins*: each axis made unimodal and drawn independently
+  of the others (:mod:`~mspca_dask.verdict.twins`).  The null is a factor model: independent
+  unimodal factors of any shape (Gaussian, skewed, heavy-tailed, flat) mixed linearly, as the
+  eigenvectors of close spikes mix them; a skewed factor, a heavy-tailed one or a flat
+  covariate is compared with its own kind, and the search over groups and directions is paid
+  for by running it on every twin too.
+* It is a Monte Carlo test at level ``α``: groups are declared when the data's gain exceeds
   that of all ``⌈1/α⌉ − 1`` twins (drawing stops at the first twin that reaches it).
 
-When the test rejects, the groups are those of the data's mixture; group 0, the inliers, is
-the group holding the pinned (reference) rows, else the largest.
+How many: when the test rejects, the mixture grows from two groups one group at a time, each
+step the same kind of test at level ``α`` given the groups before it.  Its statistic is the
+BIC gain of one group more (:func:`~.mixture.add_group`, started in either covariance form,
+counted with one shape at each group's scale: :data:`~.levels.COUNTED_FORM`); its twins keep
+every sample's group and the group's mean and draw its deviation from the group's own, on
+the group's independent axes, each made unimodal.  The null is the factor model within each
+group, so a population's own skewed or long-tailed spread splits off as a group no more often
+than ``α``; a mixture chosen by BIC alone cuts it whenever a second Gaussian fits it better.
+
+Group 0, the inliers, is the group holding the pinned (reference) rows, else the largest.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 
-from .levels import MAX_GROUPS, MAX_TEST_ROWS, MIN_GROUP_ROWS
-from .mixture import TOL_GROUPS, fit_mixture, select_mixture
+from .levels import COUNTED_FORM, MAX_GROUPS, MAX_TEST_ROWS, MIN_GROUP_ROWS
+from .mixture import TOL_GROUPS, Mixture, _Products, add_group, fit_mixture, select_mixture
 from .twins import critical_bandwidth, unimodal_twins
 
 __all__ = ["GroupFit", "fit_groups", "independent_axes"]
@@ -44,10 +54,10 @@ class GroupFit:
     statistic : float
         BIC gain of the data's mixture over one Gaussian (0: one group is best).
     p_value : float
-        Monte Carlo p-value against the twins (1 when the statistic is 0; a lower bound when
-        drawing stopped early).
+        Monte Carlo p-value of the test against its twins (1 when the statistic is 0; a
+        lower bound when drawing stopped early): whether there are displaced groups at all.
     n_twins : int
-        Twins drawn.
+        Twins the test drew.
     level : float
         The test's level ``α``.
     """
@@ -79,7 +89,95 @@ class GroupFit:
         return (self.labels[:, None] == np.arange(first, self.n_groups)[None, :]).astype(float)
 
 
+def _more(
+    T: np.ndarray, current: Mixture, pinned: np.ndarray | None, rows: _Products
+) -> Mixture | None:
+    """One group more than ``current``, counted in ``COUNTED_FORM`` (started in either)."""
+    return add_group(T, current, refit=COUNTED_FORM, pinned=pinned, products=rows)
+
+
+def _step(
+    T: np.ndarray, current: Mixture, pinned: np.ndarray | None, rows: _Products
+) -> tuple[float, Mixture | None]:
+    """The BIC gain of one group more than ``current`` (0 when none fits), and that
+    mixture."""
+    more = _more(T, current, pinned, rows)
+    if more is None:
+        return 0.0, None
+    n = T.shape[0]
+    return max(0.0, current.bic(n) - more.bic(n)), more
+
+
+class _GroupsNull:
+    """Twins of the rows of ``T`` under ``current``'s groups (the null of one step).
+
+    Every row keeps its group (its most likely one; pinned rows group 0) and the group's
+    mean; its deviation from that mean is drawn from the group's own deviations turned to
+    their most independent axes (:func:`independent_axes`), each axis made unimodal and drawn
+    independently (:func:`~mspca_dask.verdict.twins.unimodal_twins`); a group of at most
+    ``2k + 1`` rows, too few to whiten, or without spread in some direction, uses the data's
+    axes.
+    Within every group the twins keep the shape of its spread (skewed, heavy-tailed, flat,
+    correlated), so only displaced groups beyond ``current``'s set them apart.
+    """
+
+    def __init__(
+        self,
+        T: np.ndarray,
+        current: Mixture,
+        pinned: np.ndarray | None,
+        known: dict[bytes, tuple[np.ndarray, ...]],
+    ) -> None:
+        k = T.shape[1]
+        labels = current.labels.copy()
+        if pinned is not None:
+            labels[pinned] = 0
+        self.shape = T.shape
+        self._parts: list[tuple[np.ndarray, ...]] = []
+        for g in range(current.n_groups):
+            idx = np.flatnonzero(labels == g)
+            if not idx.size:
+                continue
+            key = idx.tobytes()  # a group the previous steps had: its draws are known
+            if key in known:
+                self._parts.append(known[key])
+                continue
+            mean = T[idx].mean(axis=0)
+            deviations = T[idx] - mean
+            # the rows' own axes when they are enough, and spread in every direction, to
+            # whiten; else the data's
+            spread = np.linalg.eigvalsh(np.atleast_2d(np.cov(deviations, rowvar=False)))
+            whiten = idx.size > 2 * k + 1 and spread[0] > 1e-6 * max(float(spread[-1]), 1e-300)
+            axes = independent_axes(deviations) if whiten else np.eye(k)
+            Z = deviations @ axes
+            bandwidths = np.array([critical_bandwidth(Z[:, j]) for j in range(k)])
+            known[key] = (idx, mean, Z, bandwidths, np.linalg.inv(axes))
+            self._parts.append(known[key])
+
+    def draw(self, rng: np.random.Generator) -> np.ndarray:
+        """(n, k) one twin."""
+        Y = np.empty(self.shape)
+        for idx, mean, Z, bandwidths, back in self._parts:
+            Y[idx] = mean + unimodal_twins(Z, rng, bandwidths) @ back
+        return Y
+
+
+def _first_reaching(twin_gain: Callable[[int], float], statistic: float, n_twins: int) -> int:
+    """The number (from 1) of the first twin whose gain reaches ``statistic``; 0 if none.
+
+    Twins are drawn one after another and drawing stops at the first that reaches the data;
+    twin ``i`` has its own stream, whatever was drawn before.  (Threads drawing twins side by
+    side gained nothing: an EM step is many small NumPy calls, bound by the interpreter, and
+    its products are too small for BLAS threads.)
+    """
+    for i in range(1, n_twins + 1):
+        if twin_gain(i) >= statistic:
+            return i
+    return 0
+
+
 def _gain(T: np.ndarray, pinned: np.ndarray | None) -> float:
+    """The test's statistic: the BIC gain of the mixture BIC prefers over one Gaussian."""
     best = select_mixture(T, MAX_GROUPS, pinned=pinned)
     if best.n_groups == 1:
         return 0.0
@@ -88,32 +186,86 @@ def _gain(T: np.ndarray, pinned: np.ndarray | None) -> float:
     return max(0.0, one.bic(n) - best.bic(n))
 
 
-def _twin_gain(
-    Ts: np.ndarray, pin: np.ndarray | None, bandwidths: np.ndarray, seed: int, i: int
-) -> float:
-    # twin i has its own stream: the outcome is the same however many are drawn at once
-    rng = np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(i,)))
-    return _gain(unimodal_twins(Ts, rng, bandwidths), pin)
-
-
-def _first_twin_reaching(
-    Ts: np.ndarray,
-    pin: np.ndarray | None,
-    bandwidths: np.ndarray,
+def _step_reached(
+    T: np.ndarray,
+    current: Mixture,
+    pinned: np.ndarray | None,
     statistic: float,
     n_twins: int,
     seed: int,
+    known: dict[bytes, tuple[np.ndarray, ...]],
 ) -> int:
-    """The number (from 1) of the first twin whose gain reaches ``statistic``; 0 if none.
+    """:func:`_first_reaching` for one step from ``current``'s groups: twins of its null
+    (:class:`_GroupsNull`), each fitted alike: its mixture of ``current``'s groups (started
+    at their means, in its form), then one group more."""
+    null = _GroupsNull(T, current, pinned, known)
+    G = current.n_groups
 
-    Twins are drawn one after another and drawing stops at the first that reaches the data.
-    (Threads drawing twins side by side gained nothing: an EM step is many small NumPy
-    calls, bound by the interpreter, and its products are too small for BLAS threads.)
-    """
-    for i in range(1, n_twins + 1):
-        if _twin_gain(Ts, pin, bandwidths, seed, i) >= statistic:
-            return i
-    return 0
+    def twin_gain(i: int) -> float:
+        Y = null.draw(np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(G, i))))
+        rows = _Products(Y)
+        twin = fit_mixture(
+            Y, G, pinned=pinned, centres=current.means, form=current.form, products=rows
+        )
+        return _step(Y, twin, pinned, rows)[0]
+
+    return _first_reaching(twin_gain, statistic, n_twins)
+
+
+def _without_one(
+    T: np.ndarray, mixture: Mixture, pinned: np.ndarray | None, rows: _Products
+) -> Mixture:
+    """The best mixture (BIC) of ``mixture``'s groups less one, each refitted by EM from the
+    others' means in its form (group 0 stays when rows are pinned to it)."""
+    n, G = T.shape[0], mixture.n_groups
+    first = 1 if pinned is not None else 0
+    fits = [
+        fit_mixture(
+            T,
+            G - 1,
+            pinned=pinned,
+            centres=np.delete(mixture.means, j, axis=0),
+            form=mixture.form,
+            products=rows,
+        )
+        for j in range(first, G)
+    ]
+    fits = [m for m in fits if m.smallest_group >= MIN_GROUP_ROWS] or fits
+    return min(fits, key=lambda m: m.bic(n))
+
+
+def _count_groups(
+    T: np.ndarray,
+    start: Mixture,
+    pinned: np.ndarray | None,
+    rows: _Products,
+    n_twins: int,
+    seed: int,
+    known: dict[bytes, tuple[np.ndarray, ...]],
+) -> Mixture:
+    """``start`` grown one group at a time while each step's test rejects
+    (:func:`_step_reached`), up to ``MAX_GROUPS``."""
+    current = start
+    n = T.shape[0]
+    while current.n_groups < MAX_GROUPS:
+        more = _more(T, current, pinned, rows)
+        if more is None:
+            break
+        # the gain must be the new group's, not a better fit of the groups before it: EM's
+        # path can hold a worse optimum with G groups than ``more`` less one of its groups
+        fewer = _without_one(T, more, pinned, rows)
+        if fewer.bic(n) < current.bic(n):
+            current = fewer
+            again = _more(T, current, pinned, rows)
+            if again is not None and again.bic(n) < more.bic(n):
+                more = again
+        statistic = max(0.0, current.bic(n) - more.bic(n))
+        if statistic <= 0:
+            break
+        if _step_reached(T, current, pinned, statistic, n_twins, seed, known):
+            break
+        current = more
+    return current
 
 
 def independent_axes(T: np.ndarray, max_iter: int = 200, tol: float = 1e-6) -> np.ndarray:
@@ -208,13 +360,27 @@ def _fit_sorted(T: np.ndarray, pinned: np.ndarray | None, level: float, seed: in
     if statistic <= 0:
         return none
     bandwidths = np.array([critical_bandwidth(Ts[:, j]) for j in range(k)])
-    reached = _first_twin_reaching(Ts, pin, bandwidths, statistic, n_twins, seed)
+
+    def twin_gain(i: int) -> float:
+        rng = np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(i,)))
+        return _gain(unimodal_twins(Ts, rng, bandwidths), pin)
+
+    reached = _first_reaching(twin_gain, statistic, n_twins)
     if reached:
         # at least one twin of ``reached`` reached the data: p >= 2 / (reached + 1) > α
         return GroupFit(none.labels, statistic, 2.0 / (reached + 1), reached, level)
-    # the test's statistic is computed as the twins' is; the groups come from a mixture
-    # fitted to convergence (a stop short of it can merge two groups)
-    mix = select_mixture(Ts, MAX_GROUPS, pinned=pin, tol=TOL_GROUPS)
+    # how many: from two groups, one more while each step's test rejects, in one form
+    rows_products = _Products(Ts)
+    one = fit_mixture(Ts, 1, pinned=pin, products=rows_products)
+    two = _more(Ts, one, pin, rows_products)
+    if two is None:
+        raise RuntimeError("the test rejected without a mixture of two groups")
+    current = _count_groups(Ts, two, pin, rows_products, n_twins, seed, {})
+    # the steps' mixtures stop EM as their twins' do; the groups come from the accepted
+    # mixture fitted to convergence (a stop short of it can merge two groups)
+    mix = fit_mixture(
+        Ts, current.n_groups, pinned=pin, centres=current.means, form=current.form, tol=TOL_GROUPS
+    )
     labels = mix.predict(S)
     if has_pins and pinned is not None:
         labels[pinned] = 0

@@ -15,7 +15,7 @@ import numpy as np
 
 from .levels import MIN_GROUP_ROWS
 
-__all__ = ["Mixture", "fit_mixture", "select_mixture"]
+__all__ = ["FORMS", "Mixture", "add_group", "fit_mixture", "select_mixture"]
 
 #: EM stops when the mean log-likelihood per row improves by less than this (at 4000 rows in
 #: 2-4 dimensions a BIC within 0.4 of 1e-5's, in 10 up to 3 % lower; the data and its twins
@@ -24,6 +24,8 @@ _TOL = 1e-4
 #: The same for the mixture whose groups are returned (fitted once, after the test rejects).
 TOL_GROUPS = 1e-5
 _MAX_ITER = 200
+#: The covariance forms (module docstring).
+FORMS = ("proportional", "full")
 #: Covariance floor, as a share of the data's variance per column (keeps EM off singular fits).
 _FLOOR = 1e-4
 
@@ -244,41 +246,83 @@ def select_mixture(
 ) -> Mixture:
     """The mixture that BIC prefers: for each covariance form, groups added while BIC falls.
 
-    Each form has its own path (Vlassis & Likas 2002, greedy EM): groups with their own
+    Each form has its own path of :func:`add_group` steps: groups with their own
     covariances, and groups sharing one shape at their own scales (the sparser model batches
-    and populations are: they differ by their means and their spread).  A group is added from
-    two or three starts (:func:`_starts`) built on the path's last mixture: the ``G − 1``
-    means and the row their mixture explains worst (a small, far group), and a group split
-    along its principal axis (a balanced split); no random draw.  A mixture with a group of
-    fewer than ``MIN_GROUP_ROWS`` rows is outside the model; a path stops at its first rise
-    in BIC, and the better of the two paths' mixtures is kept.  Mixing the forms along one
-    path would let a wide full-covariance group hold several small far groups at once, a
-    local optimum the next start cannot leave.  Stopping at the first rise makes the
+    and populations are: they differ by their means and their spread).  A path stops at its
+    first rise in BIC, and the better of the two paths' mixtures is kept.  Mixing the forms
+    along one path would let a wide full-covariance group hold several small far groups at
+    once, a local optimum the next start cannot leave.  Stopping at the first rise makes the
     statistic cheap on data with no group and is applied to the data and to its twins alike.
     """
     n = T.shape[0]
     rows = _Products(T)
     one = fit_mixture(T, 1, pinned=pinned, tol=tol, products=rows)
     best = one
-    for form in ("proportional", "full"):
+    for form in FORMS:
         current = one
-        for G in range(2, max_groups + 1):
-            fits = [
-                fit_mixture(T, G, pinned=pinned, centres=centres, form=form, tol=tol, products=rows)
-                for centres in _starts(T, current, pinned)
-            ]
-            # a group of fewer rows has no variance of its own (its density is the floor's):
-            # such a mixture is outside the model
-            fits = [m for m in fits if m.smallest_group >= MIN_GROUP_ROWS]
-            if not fits:
+        while current.n_groups < max_groups:
+            more = add_group(T, current, forms=(form,), pinned=pinned, tol=tol, products=rows)
+            if more is None or more.bic(n) >= current.bic(n):
                 break
-            cand = min(fits, key=lambda m: m.bic(n))
-            if cand.bic(n) >= current.bic(n):
-                break
-            current = cand
+            current = more
         if current.bic(n) < best.bic(n):
             best = current
     return best
+
+
+def add_group(
+    T: np.ndarray,
+    current: Mixture,
+    *,
+    forms: tuple[str, ...] = FORMS,
+    refit: str | None = None,
+    pinned: np.ndarray | None = None,
+    tol: float = _TOL,
+    products: _Products | None = None,
+) -> Mixture | None:
+    """The best mixture with one group more than ``current`` (by BIC), or None.
+
+    Greedy EM (Vlassis & Likas 2002): the new group is added from two or three starts built
+    on ``current`` (:func:`_starts`): its means and the row it explains worst (a small, far
+    group), and a group split in two along its principal axis (a balanced split); no random
+    draw.  Each start is fitted in each of ``forms``; with ``refit``, the best fit of another
+    form is fitted again in that form from the means it reached (the forms find different
+    groups; the result has one form).  A mixture with a group of fewer than
+    ``MIN_GROUP_ROWS`` rows is outside the model (its density is the floor's).
+
+    Parameters
+    ----------
+    T : (n, k) ndarray
+    current : Mixture
+        Fitted to ``T``.
+    forms : tuple of {"proportional", "full"}
+    refit : {"proportional", "full"} or None
+    pinned : (n,) bool ndarray or None
+    tol : float
+        EM's stopping rule (:func:`fit_mixture`).
+    products : _Products or None
+        ``T``'s packed second moments, when several fits share them.
+    """
+    n, G = T.shape[0], current.n_groups
+    rows = _Products(T) if products is None else products
+    fits = [
+        fit_mixture(T, G + 1, pinned=pinned, centres=centres, form=form, tol=tol, products=rows)
+        for form in forms
+        for centres in _starts(T, current, pinned)
+    ]
+    fits = [m for m in fits if m.smallest_group >= MIN_GROUP_ROWS]
+    if refit is not None:
+        # the best of the other forms, fitted again in ``refit`` from its means
+        others = [m for m in fits if m.form != refit]
+        fits = [m for m in fits if m.form == refit]
+        if others:
+            best = min(others, key=lambda m: m.bic(n))
+            again = fit_mixture(
+                T, G + 1, pinned=pinned, centres=best.means, form=refit, tol=tol, products=rows
+            )
+            if again.smallest_group >= MIN_GROUP_ROWS:
+                fits.append(again)
+    return min(fits, key=lambda m: m.bic(n)) if fits else None
 
 
 def _starts(T: np.ndarray, best: Mixture, pinned: np.ndarray | None) -> list[np.ndarray]:
