@@ -241,12 +241,12 @@ def _count_groups(
     rows: _Products,
     n_twins: int,
     seed: int,
-    known: dict[bytes, tuple[np.ndarray, ...]],
 ) -> Mixture:
     """``start`` grown one group at a time while each step's test rejects
     (:func:`_step_reached`), up to ``MAX_GROUPS``."""
     current = start
     n = T.shape[0]
+    known: dict[bytes, tuple[np.ndarray, ...]] = {}  # each group's twin draws, by its rows
     while current.n_groups < MAX_GROUPS:
         more = _more(T, current, pinned, rows)
         if more is None:
@@ -373,9 +373,12 @@ def _fit_sorted(T: np.ndarray, pinned: np.ndarray | None, level: float, seed: in
     rows_products = _Products(Ts)
     one = fit_mixture(Ts, 1, pinned=pin, products=rows_products)
     two = _more(Ts, one, pin, rows_products)
-    if two is None:
-        raise RuntimeError("the test rejected without a mixture of two groups")
-    current = _count_groups(Ts, two, pin, rows_products, n_twins, seed, {})
+    current = (
+        _count_groups(Ts, two, pin, rows_products, n_twins, seed)
+        if two is not None
+        # no two groups of that form with enough rows each: the groups the test found
+        else select_mixture(Ts, MAX_GROUPS, pinned=pin)
+    )
     # the steps' mixtures stop EM as their twins' do; the groups come from the accepted
     # mixture fitted to convergence (a stop short of it can merge two groups)
     mix = fit_mixture(
