@@ -146,8 +146,10 @@ class _GroupsNull:
             deviations = T[idx] - mean
             # the rows' own axes when they are enough, and spread in every direction, to
             # whiten; else the data's
-            spread = np.linalg.eigvalsh(np.atleast_2d(np.cov(deviations, rowvar=False)))
-            whiten = idx.size > 2 * k + 1 and spread[0] > 1e-6 * max(float(spread[-1]), 1e-300)
+            whiten = idx.size > 2 * k + 1
+            if whiten:
+                spread = np.linalg.eigvalsh(np.atleast_2d(np.cov(deviations, rowvar=False)))
+                whiten = spread[0] > 1e-6 * max(float(spread[-1]), 1e-300)
             axes = independent_axes(deviations) if whiten else np.eye(k)
             Z = deviations @ axes
             bandwidths = np.array([critical_bandwidth(Z[:, j]) for j in range(k)])
