@@ -178,14 +178,15 @@ def _first_reaching(twin_gain: Callable[[int], float], statistic: float, n_twins
     return 0
 
 
-def _gain(T: np.ndarray, pinned: np.ndarray | None) -> float:
-    """The test's statistic: the BIC gain of the mixture BIC prefers over one Gaussian."""
+def _gain(T: np.ndarray, pinned: np.ndarray | None) -> tuple[float, Mixture]:
+    """The test's statistic, the BIC gain of the mixture BIC prefers over one Gaussian, and
+    that mixture."""
     best = select_mixture(T, MAX_GROUPS, pinned=pinned)
     if best.n_groups == 1:
-        return 0.0
+        return 0.0, best
     one = fit_mixture(T, 1, pinned=pinned)
     n = T.shape[0]
-    return max(0.0, one.bic(n) - best.bic(n))
+    return max(0.0, one.bic(n) - best.bic(n)), best
 
 
 def _step_reached(
@@ -358,14 +359,14 @@ def _fit_sorted(T: np.ndarray, pinned: np.ndarray | None, level: float, seed: in
     none = GroupFit.none(n, level)
     if Ts.shape[0] < 2 * MIN_GROUP_ROWS:
         return none
-    statistic = _gain(Ts, pin)
+    statistic, preferred = _gain(Ts, pin)
     if statistic <= 0:
         return none
     bandwidths = np.array([critical_bandwidth(Ts[:, j]) for j in range(k)])
 
     def twin_gain(i: int) -> float:
         rng = np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(i,)))
-        return _gain(unimodal_twins(Ts, rng, bandwidths), pin)
+        return _gain(unimodal_twins(Ts, rng, bandwidths), pin)[0]
 
     reached = _first_reaching(twin_gain, statistic, n_twins)
     if reached:
@@ -379,7 +380,7 @@ def _fit_sorted(T: np.ndarray, pinned: np.ndarray | None, level: float, seed: in
         _count_groups(Ts, two, pin, rows_products, n_twins, seed)
         if two is not None
         # no two groups of that form with enough rows each: the groups the test found
-        else select_mixture(Ts, MAX_GROUPS, pinned=pin)
+        else preferred
     )
     # the steps' mixtures stop EM as their twins' do; the groups come from the accepted
     # mixture fitted to convergence (a stop short of it can merge two groups)
