@@ -1052,7 +1052,7 @@ def test_fit__a_strong_skewed_covariance_factor_is_not_split_into_groups():
     reason="each group added is a test at level alpha given the groups before it, and still "
     "the exponential factor's tail beside two clusters is parted off as 1-2 more groups: the "
     "spike's eigenpair becomes a mean shift and no covariance component is left (measured: "
-    "5 of the 6 fits fail; every one when the groups were counted by BIC)",
+    "5 of the 6 fits fail)",
     raises=AssertionError,
 )
 def test_fit__a_skewed_covariance_spike_beside_clusters_stays_a_covariance_component():

@@ -208,8 +208,9 @@ def test_group_test_draws_as_many_twins_as_its_level_needs():
 
 
 def test_small_groups_beside_a_large_one_are_groups_of_their_own():
-    # 20 and 12 samples far from 200 in ten dimensions (a cohort's two small minorities):
-    # fewer samples than a covariance of their own has parameters, each is still a group
+    # 20 and 12 samples far from 200 in ten dimensions: fewer samples than a covariance of
+    # their own has parameters, each is still a group (counted with one shape, started in
+    # either covariance form)
     rng = np.random.default_rng(11)
     k = 10
     sizes = (200, 20, 12)

@@ -11,9 +11,9 @@ MAX_GROUPS = 12
 
 #: Covariance form in which groups are counted (:mod:`~mspca_dask.verdict.mixture`): one
 #: shape at each group's own scale, as batches with more noise and populations of another
-#: diversity have.  With a covariance of its own, a group can take a skewed factor's tail from
-#: the inliers and the next step part that tail off as one more group: a population's own
-#: skewed spread then splits off far more often than at the level (measured: 17 fits in 20).
+#: diversity have.  It is the model under which each step's test holds its level ``α``: with
+#: a covariance of its own, a group can take a skewed factor's tail from the inliers, and the
+#: next step's twins, drawn from that group, no longer reproduce the tail it parts off.
 COUNTED_FORM = "proportional"
 
 #: Rows the group test fits (a fixed, seeded subsample above it; memberships of every row
