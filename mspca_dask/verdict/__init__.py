@@ -10,9 +10,10 @@ The model, in ten lines:
    mixture's BIC gain (EM) against ``⌈1/α⌉ − 1`` twins drawn under a factor model: the
    scores' most independent axes (FastICA), each made unimodal (Silverman's critical
    bandwidth), drawn independently.  Not rejected: one group, every candidate covariance.
-3. Rejected, the groups grow from two, one at a time while each step's test (the same, with
-   each group's own deviations as its twins' factors) rejects at level ``α``; reference rows
-   are pinned to the inliers' group 0, else group 0 is the largest (:mod:`.groups`).
+3. Rejected, the groups grow from two, one at a time while each step's test (the same; its
+   twins redraw each group's own rows, smoothed to one mode along its axes and the step's
+   cut) rejects at level ``α``; reference rows are pinned to the inliers' group 0, else
+   group 0 is the largest (:mod:`.groups`).
 4. The location is the inliers' mean; the covariance is that of the data re-centred at each
    group's own mean, ``S_w``, with each group brought to the inliers' scale when the groups'
    spreads differ at level ``α`` (:func:`~.pairs.spread_z`); its spikes (above its own edge)

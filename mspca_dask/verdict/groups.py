@@ -20,10 +20,13 @@ How many: when the test rejects, the mixture grows from two groups one group at 
 step the same kind of test at level ``α`` given the groups before it.  Its statistic is the
 BIC gain of one group more (:func:`~.mixture.add_group`, started in either covariance form,
 counted with one shape at each group's scale: :data:`~.levels.COUNTED_FORM`); its twins keep
-every sample's group and the group's mean and draw its deviation from the group's own, on
-the group's independent axes, each made unimodal.  The null is the factor model within each
-group, so a population's own skewed or long-tailed spread splits off as a group no more often
-than ``α``; a mixture chosen by BIC alone cuts it whenever a second Gaussian fits it better.
+every sample's group and the group's mean and redraw the group's own rows, whole (a smoothed
+bootstrap), smoothed just enough to have one mode along each of its independent axes and
+along the cut the step proposes (:class:`_GroupsNull`).  The null is that each group has one
+mode, of any shape: a population's own skewed, long-tailed, correlated or curved spread
+splits off as a group no more often than ``α``; a mixture chosen by BIC alone cuts it
+whenever a second Gaussian fits it better, and twins drawn on independent axes whenever its
+axes are not independent (a scale shared by a row's coordinates, a curve).
 
 Group 0, the inliers, is the group holding the pinned (reference) rows, else the largest.
 """
@@ -38,7 +41,14 @@ import numpy as np
 
 from .levels import COUNTED_FORM, MAX_GROUPS, MAX_TEST_ROWS, MIN_GROUP_ROWS
 from .mixture import TOL_GROUPS, Mixture, _Products, add_group, fit_mixture, select_mixture
-from .twins import critical_bandwidth, unimodal_twins
+from .twins import (
+    axis_kernel,
+    critical_bandwidth,
+    cut_width,
+    row_kernel,
+    unimodal_rows,
+    unimodal_twins,
+)
 
 __all__ = ["GroupFit", "fit_groups", "independent_axes"]
 
@@ -112,19 +122,23 @@ class _GroupsNull:
     """Twins of the rows of ``T`` under ``current``'s groups (the null of one step).
 
     Every row keeps its group (its most likely one; pinned rows group 0) and the group's
-    mean; its deviation from that mean is drawn from the group's own deviations turned to
-    their most independent axes (:func:`independent_axes`), each axis made unimodal and drawn
-    independently (:func:`~mspca_dask.verdict.twins.unimodal_twins`); a group of at most
-    ``2k + 1`` rows, too few to whiten, or without spread in some direction, uses the data's
-    axes.
-    Within every group the twins keep the shape of its spread (skewed, heavy-tailed, flat,
-    correlated), so only displaced groups beyond ``current``'s set them apart.
+    mean; the group's deviations from that mean are redrawn by the smoothed bootstrap of its
+    own rows (:func:`~mspca_dask.verdict.twins.unimodal_rows`): whole rows, so the group
+    keeps its joint shape (skewed, heavy-tailed, flat, correlated or curved).  The kernel
+    (:func:`~mspca_dask.verdict.twins.row_kernel`) smooths along each of the group's
+    independent axes (:func:`independent_axes`; the data's axes for a group of at most
+    ``2k + 1`` rows, too few to whiten, or without spread in some direction) by that axis's
+    critical bandwidth and, in a group that ``more`` cuts in parts, by a multiple of the
+    group's covariance as wide as the widest critical bandwidth along a cut (the Fisher
+    direction between two parts): a group of several clusters is blurred into one cloud, so
+    that any of them, not only the part the step proposes, splits off in the data alone.
     """
 
     def __init__(
         self,
         T: np.ndarray,
         current: Mixture,
+        more: Mixture,
         pinned: np.ndarray | None,
         known: dict[bytes, tuple[np.ndarray, ...]],
     ) -> None:
@@ -132,35 +146,45 @@ class _GroupsNull:
         labels = current.labels.copy()
         if pinned is not None:
             labels[pinned] = 0
+        parts = more.labels
         self.shape = T.shape
         self._parts: list[tuple[np.ndarray, ...]] = []
         for g in range(current.n_groups):
             idx = np.flatnonzero(labels == g)
             if not idx.size:
                 continue
-            key = idx.tobytes()  # a group the previous steps had: its draws are known
-            if key in known:
-                self._parts.append(known[key])
-                continue
-            mean = T[idx].mean(axis=0)
-            deviations = T[idx] - mean
-            # the rows' own axes when they are enough, and spread in every direction, to
-            # whiten; else the data's
-            whiten = idx.size > 2 * k + 1
-            if whiten:
-                spread = np.linalg.eigvalsh(np.atleast_2d(np.cov(deviations, rowvar=False)))
-                whiten = spread[0] > 1e-6 * max(float(spread[-1]), 1e-300)
-            axes = independent_axes(deviations) if whiten else np.eye(k)
-            Z = deviations @ axes
-            bandwidths = np.array([critical_bandwidth(Z[:, j]) for j in range(k)])
-            known[key] = (idx, mean, Z, bandwidths, np.linalg.inv(axes))
-            self._parts.append(known[key])
+            key = idx.tobytes()  # a group the previous steps had: its axes are known
+            if key not in known:
+                mean = T[idx].mean(axis=0)
+                deviations = T[idx] - mean
+                # the rows' own axes when they are enough, and spread in every direction, to
+                # whiten; else the data's
+                whiten = idx.size > 2 * k + 1
+                if whiten:
+                    spread = np.linalg.eigvalsh(np.atleast_2d(np.cov(deviations, rowvar=False)))
+                    whiten = spread[0] > 1e-6 * max(float(spread[-1]), 1e-300)
+                axes = independent_axes(deviations) if whiten else np.eye(k)
+                known[key] = (mean, deviations, axis_kernel(deviations, axes))
+            mean, deviations, columns = known[key]
+            # the parts ``more`` cuts this group into: its groups with most of their rows here
+            held = [
+                c for c in range(more.n_groups) if 2 * np.sum(parts[idx] == c) > np.sum(parts == c)
+            ]
+            cuts = [
+                more.means[a] - more.means[b] for i, a in enumerate(held) for b in held[i + 1 :]
+            ]
+            width = 0.0
+            if cuts:
+                C = np.atleast_2d(np.cov(deviations, rowvar=False))
+                fisher = np.linalg.lstsq(C, np.column_stack(cuts), rcond=None)[0]
+                width = cut_width(deviations, fisher)
+            self._parts.append((idx, mean, deviations, *row_kernel(deviations, columns, width)))
 
     def draw(self, rng: np.random.Generator) -> np.ndarray:
         """(n, k) one twin."""
         Y = np.empty(self.shape)
-        for idx, mean, Z, bandwidths, back in self._parts:
-            Y[idx] = mean + unimodal_twins(Z, rng, bandwidths) @ back
+        for idx, mean, deviations, root, back in self._parts:
+            Y[idx] = mean + unimodal_rows(deviations, rng, root, back)
         return Y
 
 
@@ -197,11 +221,12 @@ def _step_reached(
     n_twins: int,
     seed: int,
     known: dict[bytes, tuple[np.ndarray, ...]],
+    more: Mixture,
 ) -> int:
     """:func:`_first_reaching` for one step from ``current``'s groups: twins of its null
     (:class:`_GroupsNull`), each fitted alike: its mixture of ``current``'s groups (started
     at their means, in its form), then one group more."""
-    null = _GroupsNull(T, current, pinned, known)
+    null = _GroupsNull(T, current, more, pinned, known)
     G = current.n_groups
 
     def twin_gain(i: int) -> float:
@@ -265,7 +290,7 @@ def _count_groups(
         statistic = max(0.0, current.bic(n) - more.bic(n))
         if statistic <= 0:
             break
-        if _step_reached(T, current, pinned, statistic, n_twins, seed, known):
+        if _step_reached(T, current, pinned, statistic, n_twins, seed, known, more):
             break
         current = more
     return current

@@ -25,7 +25,8 @@ MAX_TEST_ROWS = 4000
 #: ripples of a flat top and single samples in a long tail are not modes.
 MODE_Z = 1.645
 
-#: Smallest group: fewer rows cannot give a group its own mean and variance.
+#: Smallest group: fewer rows cannot give a group its own mean and variance (and a
+#: kernel-density bump holding fewer rows is no group's mode: :mod:`.twins`).
 MIN_GROUP_ROWS = 5
 
 #: A pair carries a within-group spike when matched to it and within 60° of it (``|cos| ≥

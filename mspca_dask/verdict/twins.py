@@ -3,21 +3,32 @@
 A twin column is drawn by Silverman's smoothed bootstrap at the *critical bandwidth*: the
 smallest Gaussian-kernel bandwidth at which the column's kernel density has a single mode
 (a bump within the estimate's own sampling error, :data:`~mspca_dask.verdict.levels.MODE_Z`,
+or holding fewer rows than the smallest group, :data:`~mspca_dask.verdict.levels.MIN_GROUP_ROWS`,
 is not a mode: a few samples in a long tail, the ripples of a flat top), rescaled to the
-column's variance.  A Gaussian, a
-skewed, a heavy-tailed or a flat column is already unimodal at a small bandwidth and keeps its
-shape; separated groups need a bandwidth about as wide as their distance, and their twin is
-one smooth skewed cloud (Silverman 1981, "Using kernel density estimates to investigate
-multimodality", JRSS B 43:97-99).
+column's variance.  A Gaussian, a skewed, a heavy-tailed or a flat column is already
+unimodal at a small bandwidth and keeps its shape; separated groups need a bandwidth about as
+wide as their distance, and their twin is one smooth skewed cloud (Silverman 1981, "Using
+kernel density estimates to investigate multimodality", JRSS B 43:97-99).
+
+Twin *rows* (:func:`unimodal_rows`) are the same smoothed bootstrap drawn on whole rows: the
+rows keep their joint shape, and the kernel is as wide as it must be along the directions a
+test looks (:func:`axis_kernel`, :func:`cut_width`, :func:`row_kernel`).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from .levels import MODE_Z
+from .levels import MIN_GROUP_ROWS, MODE_Z
 
-__all__ = ["critical_bandwidth", "unimodal_twins"]
+__all__ = [
+    "axis_kernel",
+    "critical_bandwidth",
+    "cut_width",
+    "row_kernel",
+    "unimodal_rows",
+    "unimodal_twins",
+]
 
 #: Points of the density's grid (linear binning: its error is far below the floor bandwidth).
 _GRID = 4096
@@ -71,7 +82,9 @@ def _modes(counts: np.ndarray, n: int, h: float, grid: np.ndarray) -> int:
         lv = left[-1] if left.size else 0
         rv = right[0] if right.size else f.size - 1
         v = lv if f[lv] >= f[rv] else rv
-        if f[p] - f[v] > MODE_Z * np.sqrt(var[p] + var[v]):
+        # a bump holding fewer rows than the smallest group is no group's mode
+        rows = float(f[lv : rv + 1].sum()) * step * n
+        if f[p] - f[v] > MODE_Z * np.sqrt(var[p] + var[v]) and rows >= MIN_GROUP_ROWS:
             count += 1
     return max(count, 1)
 
@@ -138,3 +151,104 @@ def unimodal_twins(
         y = x[rng.integers(0, n, n)] + h * rng.standard_normal(n)
         out[:, j] = m + (y - m) / np.sqrt(1.0 + (h / s) ** 2 if s > 0 else 1.0)
     return out
+
+
+def axis_kernel(D: np.ndarray, axes: np.ndarray) -> np.ndarray:
+    """(k, m) a kernel's square root that makes the rows of ``D`` unimodal along each axis.
+
+    Along each axis (a column of ``axes``, any length) the kernel is as wide as the critical
+    bandwidth of the rows' projection on it (:func:`critical_bandwidth`), and nothing across
+    it: a skewed or curved shape keeps its edges.
+    """
+    columns = np.zeros(axes.shape)
+    for j in range(axes.shape[1]):
+        norm = float(np.linalg.norm(axes[:, j]))
+        if norm > 0:
+            columns[:, j] = _critical_along(D, axes[:, j] / norm) * axes[:, j] / norm
+    return columns
+
+
+def cut_width(D: np.ndarray, cuts: np.ndarray) -> float:
+    """The widest critical bandwidth of the rows of ``D`` along ``cuts`` (columns), each in
+    units of the rows' spread along it (0 without a cut)."""
+    C = np.atleast_2d(np.cov(D, rowvar=False, bias=True))
+    width = 0.0
+    for c in cuts.T:
+        spread = float(c @ C @ c)
+        if spread > 0:
+            width = max(width, _critical_along(D, c / np.sqrt(spread)))
+    return width
+
+
+def row_kernel(D: np.ndarray, columns: np.ndarray, cut: float) -> tuple[np.ndarray, np.ndarray]:
+    """The smoothing kernel of a smoothed bootstrap of the rows of ``D``, and the map that
+    restores their covariance.
+
+    Parameters
+    ----------
+    D : (n, k) ndarray
+        Rows about their mean.
+    columns : (k, m) ndarray
+        Per-axis part of the kernel (:func:`axis_kernel`).
+    cut : float
+        Width of its isotropic part, a multiple ``cut²`` of the rows' covariance
+        (:func:`cut_width`): every cluster the rows hold is blurred as much as the one a cut
+        sets apart.
+
+    Returns
+    -------
+    root : (k, m + k) ndarray
+        The kernel's covariance is ``root rootᵀ``.
+    back : (k, k) ndarray
+        ``(D's covariance)^{1/2} (D's covariance + kernel)^{-1/2}``: rows smoothed by the
+        kernel, times ``back``, have ``D``'s covariance.
+    """
+    C = np.atleast_2d(np.cov(D, rowvar=False, bias=True))
+    half = _sqrt(C)
+    root = np.column_stack([columns, cut * half])
+    return root, half @ _inv_sqrt(C + root @ root.T)
+
+
+def _critical_along(D: np.ndarray, direction: np.ndarray) -> float:
+    """The critical bandwidth of the rows' projection on a unit direction (0 without
+    spread)."""
+    x = D @ direction
+    return critical_bandwidth(x) if float(x.std()) > 0 else 0.0
+
+
+def _sqrt(A: np.ndarray) -> np.ndarray:
+    w, V = np.linalg.eigh(A)
+    return (V * np.sqrt(np.maximum(w, 0.0))) @ V.T
+
+
+def _inv_sqrt(A: np.ndarray) -> np.ndarray:
+    w, V = np.linalg.eigh(A)
+    floor = 1e-12 * max(float(w.max()), 1e-300)
+    return (V / np.sqrt(np.maximum(w, floor))) @ V.T
+
+
+def unimodal_rows(
+    D: np.ndarray, rng: np.random.Generator, root: np.ndarray, back: np.ndarray
+) -> np.ndarray:
+    """One twin of the rows of ``D``: Silverman's smoothed bootstrap of whole rows.
+
+    Each row is a row of ``D`` drawn with replacement plus a Gaussian step of covariance
+    ``root rootᵀ``, mapped by ``back`` to ``D``'s covariance (:func:`row_kernel`).  The rows
+    keep their joint shape (skewed, curved, correlated); they are unimodal along the
+    kernel's directions.
+
+    Parameters
+    ----------
+    D : (n, k) ndarray
+        Rows about their mean.
+    rng : numpy.random.Generator
+    root, back : ndarray
+        From :func:`row_kernel`.
+
+    Returns
+    -------
+    (n, k) ndarray
+    """
+    n = D.shape[0]
+    steps = rng.standard_normal((n, root.shape[1])) @ root.T
+    return (D[rng.integers(0, n, n)] + steps) @ back.T
