@@ -24,18 +24,12 @@ from mspca_dask.verdict import (
     match_spikes,
     mixture,
     shift_statistics,
+    twins,
 )
 from mspca_dask.verdict.groups import independent_axes
 from mspca_dask.verdict.mixture import fit_mixture, select_mixture
 from mspca_dask.verdict.pairs import f_deviate
-from mspca_dask.verdict.twins import (
-    axis_kernel,
-    critical_bandwidth,
-    cut_width,
-    row_kernel,
-    unimodal_rows,
-    unimodal_twins,
-)
+from mspca_dask.verdict.twins import critical_bandwidth, unimodal_twins
 
 
 def _shifted(n: int = 1000, k: int = 3, share: float = 0.1, shift: float = 6.0, seed: int = 0):
@@ -198,8 +192,8 @@ def test_row_twins_keep_the_joint_shape_and_blur_a_cut():
     # a curved cloud: its second column is its first one squared, plus noise
     curved = np.column_stack([t, t * t - 1 + 0.3 * rng.standard_normal(3000)])
     D = curved - curved.mean(axis=0)
-    root, back = row_kernel(D, axis_kernel(D, np.eye(2)), 0.0)
-    twin = unimodal_rows(D, rng, root, back)
+    root, back = twins.row_kernel(D, twins.axis_kernel(D, np.eye(2)), 0.0)
+    twin = twins.unimodal_rows(D, rng, root, back)
     np.testing.assert_allclose(
         np.cov(twin, rowvar=False), np.cov(D, rowvar=False), rtol=0.1, atol=0.05
     )
@@ -209,10 +203,10 @@ def test_row_twins_keep_the_joint_shape_and_blur_a_cut():
     # the twin smoothed so is one cloud along it
     two = np.vstack([rng.standard_normal((1500, 2)), rng.standard_normal((1500, 2)) + [8.0, 0.0]])
     two -= two.mean(axis=0)
-    width = cut_width(two, np.array([[1.0], [0.0]]))
+    width = twins.cut_width(two, np.array([[1.0], [0.0]]))
     assert width > 0.5
-    root, back = row_kernel(two, axis_kernel(two, np.eye(2)), width)
-    smooth = unimodal_rows(two, rng, root, back)
+    root, back = twins.row_kernel(two, twins.axis_kernel(two, np.eye(2)), width)
+    smooth = twins.unimodal_rows(two, rng, root, back)
     assert critical_bandwidth(smooth[:, 0]) < critical_bandwidth(two[:, 0])
 
 
