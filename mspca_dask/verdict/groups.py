@@ -23,8 +23,8 @@ counted with one shape at each group's scale: :data:`~.levels.COUNTED_FORM`); it
 every sample's group and the group's mean and redraw the group's own rows, whole (a smoothed
 bootstrap), smoothed just enough to have one mode along each of its independent axes and
 along the cut the step proposes (:class:`_GroupsNull`).  The null is that each group has one
-mode, of any shape: a population's own skewed, long-tailed, correlated or curved spread
-splits off as a group no more often than ``α``; a mixture chosen by BIC alone cuts it
+mode, of any shape: a population's own skewed, long-tailed, correlated or mildly curved
+spread splits off as a group no more often than ``α``; a mixture chosen by BIC alone cuts it
 whenever a second Gaussian fits it better, and twins drawn on independent axes whenever its
 axes are not independent (a scale shared by a row's coordinates, a curve).
 
