@@ -533,7 +533,13 @@ def _null_columns(kind: str, n: int, rng: np.random.Generator) -> np.ndarray:
     """Two candidate score columns: a factor of the given kind plus noise, and a Gaussian;
     "mixed skewed": a χ²₁ and an exponential factor mixed at 45° (close spikes' eigenvectors);
     "shared scale": both columns times one random scale per row (a bivariate Student t, 5
-    degrees of freedom: an elliptical heavy-tailed cloud, not independent factors)."""
+    degrees of freedom: an elliptical heavy-tailed cloud, not independent factors); "curved":
+    a Gaussian factor and its square, each plus noise (a curve, not independent factors)."""
+    if kind == "curved":
+        t = rng.standard_normal(n)
+        return np.column_stack(
+            [2.0 * t + rng.standard_normal(n), (t * t - 1) / np.sqrt(2) + rng.standard_normal(n)]
+        )
     if kind == "shared scale":
         scale = np.sqrt(5.0 / rng.chisquare(5.0, n))
         return rng.standard_normal((n, 2)) * scale[:, None] * np.array([2.0, 1.0])
@@ -562,7 +568,9 @@ def test_group_test_false_rejections_are_at_most_its_level(kind):
 
 
 @pytest.mark.statistical
-@pytest.mark.parametrize("kind", ["skewed", "heavy", "flat", "mixed skewed", "shared scale"])
+@pytest.mark.parametrize(
+    "kind", ["skewed", "heavy", "flat", "mixed skewed", "shared scale", "curved"]
+)
 def test_a_groups_own_spread_splits_off_at_most_at_the_level(kind):
     # a displaced 10 % group beside the inliers, both with the same unimodal spread: the
     # step from two groups to three is a test at level 0.05 given the two (a shared scale is
