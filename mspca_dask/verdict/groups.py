@@ -45,6 +45,7 @@ from .twins import (
     axis_kernel,
     critical_bandwidth,
     cut_width,
+    inverse_sqrt,
     row_kernel,
     unimodal_rows,
     unimodal_twins,
@@ -311,8 +312,7 @@ def independent_axes(T: np.ndarray, max_iter: int = 200, tol: float = 1e-6) -> n
         Centred scores.
     """
     n, k = T.shape
-    w, V = np.linalg.eigh(np.atleast_2d(np.cov(T, rowvar=False)))
-    A = (V / np.sqrt(np.maximum(w, 1e-12 * max(float(w.max()), 1e-300)))) @ V.T
+    A = inverse_sqrt(np.atleast_2d(np.cov(T, rowvar=False)))
     Z = T @ A
     Q = np.eye(k)
     for _ in range(max_iter):

@@ -25,6 +25,7 @@ __all__ = [
     "axis_kernel",
     "critical_bandwidth",
     "cut_width",
+    "inverse_sqrt",
     "row_kernel",
     "unimodal_rows",
     "unimodal_twins",
@@ -164,7 +165,7 @@ def axis_kernel(D: np.ndarray, axes: np.ndarray) -> np.ndarray:
     for j in range(axes.shape[1]):
         norm = float(np.linalg.norm(axes[:, j]))
         if norm > 0:
-            columns[:, j] = _critical_along(D, axes[:, j] / norm) * axes[:, j] / norm
+            columns[:, j] = critical_bandwidth(D @ (axes[:, j] / norm)) * axes[:, j] / norm
     return columns
 
 
@@ -176,7 +177,7 @@ def cut_width(D: np.ndarray, cuts: np.ndarray) -> float:
     for c in cuts.T:
         spread = float(c @ C @ c)
         if spread > 0:
-            width = max(width, _critical_along(D, c / np.sqrt(spread)))
+            width = max(width, critical_bandwidth(D @ (c / np.sqrt(spread))))
     return width
 
 
@@ -206,14 +207,7 @@ def row_kernel(D: np.ndarray, columns: np.ndarray, cut: float) -> tuple[np.ndarr
     C = np.atleast_2d(np.cov(D, rowvar=False, bias=True))
     half = _sqrt(C)
     root = np.column_stack([columns, cut * half])
-    return root, half @ _inv_sqrt(C + root @ root.T)
-
-
-def _critical_along(D: np.ndarray, direction: np.ndarray) -> float:
-    """The critical bandwidth of the rows' projection on a unit direction (0 without
-    spread)."""
-    x = D @ direction
-    return critical_bandwidth(x) if float(x.std()) > 0 else 0.0
+    return root, half @ inverse_sqrt(C + root @ root.T)
 
 
 def _sqrt(A: np.ndarray) -> np.ndarray:
@@ -221,7 +215,9 @@ def _sqrt(A: np.ndarray) -> np.ndarray:
     return (V * np.sqrt(np.maximum(w, 0.0))) @ V.T
 
 
-def _inv_sqrt(A: np.ndarray) -> np.ndarray:
+def inverse_sqrt(A: np.ndarray) -> np.ndarray:
+    """``A^{-1/2}`` of a symmetric positive semi-definite ``(k, k)`` matrix, its eigenvalues
+    floored at ``1e-12`` of the largest (a direction without spread is not blown up)."""
     w, V = np.linalg.eigh(A)
     floor = 1e-12 * max(float(w.max()), 1e-300)
     return (V / np.sqrt(np.maximum(w, floor))) @ V.T
