@@ -46,6 +46,7 @@ from typing import Any
 
 import dask.array as da
 import numpy as np
+from dask._task_spec import Task
 from dask.base import collections_to_expr
 from dask.highlevelgraph import HighLevelGraph
 
@@ -590,6 +591,36 @@ def _key_name(key: Hashable) -> str:
     return str(key[0] if isinstance(key, tuple) else key)
 
 
+def _chunk_into_kernel(dsk: dict[Hashable, Any]) -> dict[Hashable, Any]:
+    """Each chunk's own task (its read and any transform of it: a standardisation, a
+    transpose) fused into the one kernel task that multiplies it.
+
+    Dask's blockwise fusion stops at the kernel, whose operands contract the chunk's columns,
+    so the chunk would be a task of its own: held in a worker's memory between the two tasks,
+    and sent to another worker when the kernel runs there.  A task is fused only when the
+    kernel is its sole dependent; the small operands every kernel shares stay tasks.
+    """
+    dependents: dict[Hashable, list[Hashable]] = {}
+    for key, node in dsk.items():
+        for dep in getattr(node, "dependencies", ()):
+            dependents.setdefault(dep, []).append(key)
+    out = dict(dsk)
+    for key, node in dsk.items():
+        base = _key_name(key).rsplit("-", 1)[0]  # blockwise names the kernel after _pass_kernel
+        if base != "pass_kernel" and not base.endswith("-pass_kernel"):
+            continue
+        own = [
+            d
+            for d in node.dependencies
+            if dependents.get(d) == [key] and isinstance(dsk.get(d), Task)
+        ]
+        if own:
+            out[key] = Task.fuse(*(dsk[d] for d in own), node, key=key)
+            for d in own:
+                del out[d]
+    return out
+
+
 def name_pass(graph: Mapping[str, da.Array], name: str) -> PassGraph:
     """The same products with every computed task key prefixed by the pass name.
 
@@ -638,10 +669,14 @@ def name_pass(graph: Mapping[str, da.Array], name: str) -> PassGraph:
         return (new, *key[1:]) if isinstance(key, tuple) else new
 
     subs = {k: r for k in dsk if (r := rename(k)) != k}
-    renamed = {
-        subs.get(k, k): (node.substitute(subs, key=subs[k]) if k in subs else node.substitute(subs))
-        for k, node in dsk.items()
-    }
+    renamed = _chunk_into_kernel(
+        {
+            subs.get(k, k): (
+                node.substitute(subs, key=subs[k]) if k in subs else node.substitute(subs)
+            )
+            for k, node in dsk.items()
+        }
+    )
     out = PassGraph()
     for product, arr in graph.items():
         new_name = _key_name(rename(arr.name))
