@@ -158,3 +158,51 @@ def test_kernel_results_leave_the_task_in_host_memory():
     assert _host(values) is values  # NumPy partials are not copied
     assert _host(_DeviceArray(values)) is values  # device partials come back as NumPy
     assert _like(values, np.empty((4, 2))) is values  # NumPy chunks take the operand as it is
+
+
+def _tasks(graph: dict) -> dict:
+    """The tasks of a pass's products by layer name (the key's name less its token)."""
+    out: dict = {}
+    for arr in graph.values():
+        for key, node in arr.__dask_graph__().items():
+            name = key[0] if isinstance(key, tuple) else key
+            out.setdefault(name.rsplit("-", 1)[0], {})[key] = node
+    return out
+
+
+def _stored(tmp_path, X: np.ndarray, chunks: tuple[int, int]) -> da.Array:
+    import zarr
+
+    z = zarr.create_array(str(tmp_path / "x.zarr"), shape=X.shape, chunks=chunks, dtype=X.dtype)
+    z[...] = X
+    return da.from_zarr(str(tmp_path / "x.zarr"))
+
+
+@pytest.mark.parametrize("transform", [False, True])
+def test_pass_graph__a_chunk_is_read_and_transformed_inside_its_kernel_task(
+    tmp_path, transform
+) -> None:
+    X = np.random.default_rng(2).standard_normal((40, 6)).astype(np.float32)
+    stored = _stored(tmp_path, X, (10, 6))
+    data = orient(stored * 2.0 - 1.0 if transform else stored, dual=False)
+    V = np.ones((6, 2))
+    graph = pass_graph(data, name="mspca-pass-2", krylov=V, krylov_images=True, stats=True)
+    layers = _tasks(graph)
+    # the chunk's read (and transform) ran inside the kernel's task: no task of their own
+    own = {f"mspca-pass-2-{op}" for op in ("from-zarr", "mul", "sub", "mul-sub", "from-zarr-mul")}
+    assert not own & set(layers), sorted(layers)
+    assert len(layers["mspca-pass-2-pass_kernel"]) == 4
+    out = da.compute(graph)[0]
+    M = (X * 2.0 - 1.0 if transform else X).astype(np.float64)
+    np.testing.assert_allclose(out["krylov"], M.T @ (M @ V), rtol=1e-5)
+    np.testing.assert_allclose(out["col_sum"], M.sum(axis=0), rtol=1e-5, atol=1e-5)
+
+
+def test_pass_graph__a_chunk_merged_from_blocks_stays_a_task_of_its_own(tmp_path) -> None:
+    X = np.random.default_rng(3).standard_normal((40, 6)).astype(np.float32)
+    data = orient(_stored(tmp_path, X, (10, 3)), dual=False)  # two blocks per row block
+    V = np.ones((6, 2))
+    graph = pass_graph(data, name="mspca-pass-2", krylov=V, krylov_images=True)
+    assert len(_tasks(graph)["mspca-pass-2-rechunk-merge"]) == 4
+    out = da.compute(graph)[0]
+    np.testing.assert_allclose(out["krylov"], X.T.astype(float) @ (X @ V), rtol=1e-5)
