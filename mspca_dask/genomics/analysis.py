@@ -170,7 +170,7 @@ def analyse(
             workers=cfg.workers,
         )
         if compact is not None:
-            compact, ld_passes = _pruned(cfg, vz, qc, compact, scheduler)
+            compact, ld_passes = _pruned(cfg, vz, qc, compact)
             return dataclasses.replace(
                 _analyse(cfg, vz, qc, scheduler, compact),
                 compaction_passes=(*(p.as_dict() for p in executor.passes), *ld_passes),
@@ -185,7 +185,7 @@ def analyse(
         spill_dir=cfg.output_dir.parent if workspace is None else workspace,
         workers=cfg.workers,
     ) as compact:
-        compact, ld_passes = _pruned(cfg, vz, qc, compact, scheduler)
+        compact, ld_passes = _pruned(cfg, vz, qc, compact)
         return dataclasses.replace(
             _analyse(cfg, vz, qc, scheduler, compact),
             n_raw_passes=1,
@@ -235,10 +235,9 @@ def prune_ld(
 
 
 def _pruned(
-    cfg: JobConfig, vz: VcfZarr, qc: QCResult, compact: _compact.CompactCalls, scheduler: Any
+    cfg: JobConfig, vz: VcfZarr, qc: QCResult, compact: _compact.CompactCalls
 ) -> tuple[_compact.CompactCalls, tuple[dict[str, Any], ...]]:
-    """The compact matrix of the variants ``[ld]`` keeps (as it was without pruning), where
-    the unpruned one was: in memory, or on disk in the same temporary directory."""
+    """The compact matrix of the variants ``[ld]`` keeps (as it was without pruning)."""
     if cfg.ld is None or not cfg.ld.prunes:
         return compact, ()
     keep, record = prune_ld(cfg, vz, qc, compact.calls)
@@ -253,19 +252,8 @@ def _pruned(
             arr, chunk, "genomics-ld-kept", cfg.memory_budget, compact.has_missing
         )
         return pruned, (record,)
-    # written once where the compact matrix lies, not gathered again by every pass
-    if compact.path is None:  # pragma: no cover - a stored compact matrix has its directory
-        raise RuntimeError("the stored compact matrix has no directory")
-    executor = Executor(scheduler=scheduler)
-    pruned = _compact.write_aligned(
-        compact.calls[rows],
-        compact.path,
-        executor,
-        rows=chunk,
-        has_missing=compact.has_missing,
-        name="genomics-ld-compact",
-    )
-    return pruned, (record, *(p.as_dict() for p in executor.passes))
+    calls = compact.calls[rows].rechunk((chunk, n_cols))
+    return dataclasses.replace(compact, calls=calls, nbytes=len(rows) * n_cols), (record,)
 
 
 def _analyse(

@@ -16,9 +16,8 @@ raw store once:
    (:func:`workspace`, removed afterwards, failure or not; never inside the input store);
 2. :func:`compact_from_parts` makes the compact int8 matrix (``-1`` missing) of the kept
    variants from those rows: in memory when it fits ``memory_budget`` bytes and the passes
-   run in this process, else written once, in chunks of whole rows, to a store in the same
-   temporary directory (:func:`write_aligned`; on a cluster a matrix held here would be sent
-   to the workers with every pass; on disk each worker reads its own chunks).  Only
+   run in this process, else read where it lies (on a cluster a matrix held here would be
+   sent to the workers with every pass; on disk each worker reads its own chunks).  Only
    when samples fail the call-rate filter (the candidates were chosen over all samples) does
    :func:`compact_calls` read the raw store a second time.
 
@@ -65,7 +64,6 @@ __all__ = [
     "statistics_and_candidates",
     "workspace",
     "compact_calls",
-    "write_aligned",
     "standardized",
 ]
 
@@ -112,8 +110,6 @@ CHUNK_BYTES = 4 * 1024**2
 MIN_CHUNK_ROWS = 256
 #: The name of the temporary store, next to the job's output (a hidden directory).
 TEMP_PREFIX = ".mspca-compact-"
-#: The compact matrix's store inside a temporary directory of the job (:func:`write_aligned`).
-STORE_NAME = "calls.zarr"
 
 
 # --------------------------------------------------------------------------------------
@@ -949,64 +945,6 @@ def _write_block(block: np.ndarray, path: str, block_info: Any = None) -> np.nda
     return np.full((1, 1), block.size, dtype=np.int64)
 
 
-def write_aligned(
-    calls: da.Array,
-    directory: Path,
-    executor: Any,
-    *,
-    rows: int,
-    has_missing: bool,
-    name: str = "genomics-compact",
-) -> CompactCalls:
-    """Write the int8 ``calls`` once, in one pass, as a Zarr store of ``rows``-row chunks.
-
-    The fit's passes then read one stored chunk per task.  Left as the pieces it is assembled
-    from (the parts the statistics pass wrote, or the rows ``[ld]`` keeps), every chunk would
-    be assembled again on every pass: each piece read, concatenated and rechunked, with
-    transfers between a cluster's workers.
-
-    Parameters
-    ----------
-    calls : (n_variants, n_samples) dask array of int8
-    directory : Path
-        A temporary directory of the job's, which the store goes into as
-        :data:`STORE_NAME` (a store already there, which ``calls`` may read, is replaced only
-        after the write: the new one goes in beside it and takes its name).
-    executor : Executor
-        Runs the pass (``name``).
-    rows : int
-        Rows per chunk (:func:`_row_chunk`).
-    has_missing : bool
-    name : str
-        The pass's name.
-
-    Returns
-    -------
-    CompactCalls
-        ``where == "zarr"``, ``path == directory``.
-    """
-    import zarr
-
-    n_rows, n_cols = (int(s) for s in calls.shape)
-    path = directory / f"{STORE_NAME}.{uuid.uuid4().hex}"
-    zarr.create_array(str(path), shape=(n_rows, n_cols), chunks=(rows, n_cols), dtype=np.int8)
-    written = da.map_blocks(
-        _write_block,
-        calls.rechunk((rows, n_cols)),
-        str(path),
-        chunks=(1, 1),
-        dtype=np.int64,
-        meta=np.empty((0, 0)),
-    )
-    total = executor.run(name, {"written": written.sum()})["written"]
-    if int(total) != n_rows * n_cols:  # pragma: no cover - a write went missing
-        raise RuntimeError(f"the compact store received {int(total)} of {n_rows * n_cols} calls")
-    final = directory / STORE_NAME
-    shutil.rmtree(final, ignore_errors=True)  # the store ``calls`` read, if any: done with it
-    path.rename(final)
-    return CompactCalls(da.from_zarr(str(final)), "zarr", directory, has_missing, n_rows * n_cols)
-
-
 @contextlib.contextmanager
 def compact_calls(
     calls: da.Array,
@@ -1066,10 +1004,17 @@ def compact_calls(
             f"the compact matrix needs {nbytes / 2**20:.0f} MiB, over the memory budget of "
             f"{memory_budget / 2**20:.0f} MiB, and no directory was given for its temporary store"
         )
-    path = Path(spill_dir) / f"{TEMP_PREFIX}{uuid.uuid4().hex}"
+    import zarr
+
+    path = Path(spill_dir) / f"{TEMP_PREFIX}{uuid.uuid4().hex}.zarr"
     try:
-        path.mkdir(parents=True)
-        stored = write_aligned(sel, path, executor, rows=rows, has_missing=has_missing)
+        zarr.create_array(str(path), shape=(n_rows, n_cols), chunks=(rows, n_cols), dtype=np.int8)
+        written = da.map_blocks(
+            _write_block, sel, str(path), chunks=(1, 1), dtype=np.int64, meta=np.empty((0, 0))
+        )
+        total = executor.run("genomics-compact", {"written": written.sum()})["written"]
+        if int(total) != nbytes:  # pragma: no cover - a write went missing
+            raise RuntimeError(f"the compact store received {int(total)} of {nbytes} calls")
         logger.info(
             "compact matrix: %d variants x %d samples int8 in a temporary store %s (%s)",
             n_rows,
@@ -1077,7 +1022,8 @@ def compact_calls(
             path,
             _why_on_disk(nbytes, memory_budget),
         )
-        yield stored
+        stored = da.from_zarr(str(path))
+        yield CompactCalls(stored, "zarr", path, has_missing, nbytes)
     finally:
         shutil.rmtree(path, ignore_errors=True)
 
@@ -1164,26 +1110,23 @@ def compact_from_parts(
                 r0 += len(part)
                 del part
             return _held(arr, rows, "genomics-compact", memory_budget, has_missing)
-        for i, _, _ in kept:  # the parts the pass below reads: all on disk
+        for i, _, _ in kept:  # the fit's passes read the parts where they lie: all on disk
             part = held.get(i)
             if part is not None:
                 _write_part(str(cand.root), i, part)
     finally:
         held.clear()
-    pieces = [_open_part(_part_path(str(cand.root), i), n, n_cols, take) for i, take, n in kept]
-    # the in-memory matrix's chunks: the same sums in the same order, bit for bit
-    stacked = da.concatenate(pieces, axis=0)
-    compact = write_aligned(stacked, Path(cand.root), executor, rows=rows, has_missing=has_missing)
-    for i in range(len(cand.chunks)):  # the store holds their rows now
-        shutil.rmtree(_part_path(str(cand.root), i), ignore_errors=True)
     logger.info(
-        "compact matrix: %d variants x %d samples int8 in the temporary store %s (%s)",
+        "compact matrix: %d variants x %d samples int8 left in the temporary store %s (%s)",
         n_rows,
         n_cols,
-        Path(cand.root) / STORE_NAME,
+        cand.root,
         _why_on_disk(nbytes, memory_budget),
     )
-    return compact
+    pieces = [_open_part(_part_path(str(cand.root), i), n, n_cols, take) for i, take, n in kept]
+    stacked = da.concatenate(pieces, axis=0)
+    # the in-memory matrix's chunks: the same sums in the same order, bit for bit
+    return CompactCalls(stacked.rechunk((rows, n_cols)), "zarr", cand.root, has_missing, nbytes)
 
 
 # --------------------------------------------------------------------------------------
