@@ -178,8 +178,8 @@ def test_separated_groups_need_a_wide_critical_bandwidth():
 
 def test_a_few_rows_in_a_tail_are_no_mode():
     # three rows six SDs out make a bump that stands out of the estimate's error at a narrow
-    # bandwidth (counted as a mode, it made the bandwidth ten times the cloud's), but a group
-    # needs five rows: the critical bandwidth stays the cloud's own
+    # bandwidth, but a mode holds at least a group's smallest size (MIN_GROUP_ROWS, five
+    # rows): the critical bandwidth stays the cloud's own
     rng = np.random.default_rng(13)
     x = rng.standard_normal(1000)
     assert critical_bandwidth(np.r_[x, 6.0, 6.1, 6.2]) < 1.5 * critical_bandwidth(x)
