@@ -309,6 +309,7 @@ def _result(
         pair_verdicts=out.verdicts,
         groups=out.groups,
         group_p_value=out.group_p_value,
+        group_centre=out.group_centre,
         diagnostics=out.diagnostics,
         eigenvalue_bounds=out.eigenvalue_bounds,
         eigenvectors=out.eigenvectors,

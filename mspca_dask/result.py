@@ -195,6 +195,11 @@ class MSPCAResult:
     group_p_value : float or None
         p-value of the group test (displaced groups are declared at or below the level
         ``params["alpha"]``).  None in results written before it was stored.
+    group_centre : {"origin"} or None
+        ``"origin"`` when the data's mean off the candidates passed as the origin's (the data
+        were centred on their inliers: :mod:`mspca_dask.verdict.origin`) and the group
+        test's null was one group about it; None when the test rested on the scores' shape
+        alone.
 
     Notes
     -----
@@ -273,6 +278,7 @@ class MSPCAResult:
     pair_verdicts: np.ndarray | None = None
     groups: np.ndarray | None = None
     group_p_value: float | None = None
+    group_centre: str | None = None
     pca_eigenvectors: np.ndarray | None = None
 
     # ---------------------------------------------------------------- validation
@@ -624,6 +630,8 @@ class MSPCAResult:
             attrs["random_state"] = int(self.random_state)
         if self.diagnostics:
             attrs["diagnostics"] = str(self.diagnostics)
+        if self.group_centre:
+            attrs["group_centre"] = str(self.group_centre)
         ds = xr.Dataset(data_vars, coords=coords, attrs=attrs)
         validate_result_dataset(ds)
         return ds
@@ -680,6 +688,7 @@ class MSPCAResult:
             n_passes=int(attrs["n_passes"]),
             random_state=None if rs is None else int(rs),
             diagnostics=attrs.get("diagnostics"),
+            group_centre=attrs.get("group_centre"),
             params=params,
             sample_coords=_coord(ds, sample_dim),
             feature_coords=_coord(ds, feature_dim),
@@ -765,6 +774,8 @@ class MSPCAResult:
         groups = []
         if self.groups is not None:
             p = "" if self.group_p_value is None else f", group test p = {self.group_p_value:.3g}"
+            if self.group_centre == "origin":
+                p += ", about the origin: the data are centred on their inliers"
             groups = [
                 f"groups = {self.n_groups} ({int(np.count_nonzero(self.displaced))} displaced "
                 f"samples{p})"

@@ -374,6 +374,12 @@ RESULT_ATTRS: dict[str, AttrSpec] = {
         False,
         "p-value of the verdict's group test (omitted in results written before it was stored).",
     ),
+    "group_centre": AttrSpec(
+        "str",
+        False,
+        "'origin' when the data were centred on their inliers and the group test's null was "
+        "one group about the origin (omitted otherwise).",
+    ),
     "threshold": AttrSpec("float", True, "Invariance radius ε on the eigenvalue scale."),
     "knockoff_strength": AttrSpec("float", True, "Knockoff strength θ'²."),
     "mp_edge": AttrSpec("float", True, "Marchenko-Pastur upper edge σ²(1 + √(d/n))²."),

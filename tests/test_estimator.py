@@ -560,11 +560,6 @@ def test_grid_search__over_the_output_width_and_by_likelihood(digits):
 # ----------------------------------------------------------------------------- output width
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="at n = 300 the fixture's 10 % cluster is close to one skewed mode in score space, "
-    "where the group test's power is below one: no group is declared, so no pair is a mean shift",
-)
 def test_n_features_out__completes_stable_with_bulk_never_mean_shift(small):
     est = MeanShiftPCA(n_components=4, n_features_out=3)
     Z = est.fit_transform(small)
@@ -582,11 +577,6 @@ def test_n_features_out__completes_stable_with_bulk_never_mean_shift(small):
     assert_array_equal(one.components_index_, [1])
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="at n = 300 the fixture's 10 % cluster is close to one skewed mode in score space, "
-    "where the group test's power is below one: no group is declared, so no pair is a mean shift",
-)
 def test_n_features_out__refuses_a_width_it_cannot_fill(small):
     with pytest.raises(ParameterError, match="n_features_out=3 must be at most n_components=2"):
         MeanShiftPCA(n_components=2, n_features_out=3).fit(small)

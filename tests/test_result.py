@@ -45,6 +45,7 @@ OLD_STYLE = {
     "pair_verdicts": None,
     "groups": None,
     "group_p_value": None,
+    "group_centre": None,
     "pca_eigenvectors": None,
 }
 
@@ -99,6 +100,7 @@ def make_result(
         "pair_verdicts": np.array(VERDICTS, dtype=object),
         "groups": GROUPS.copy(),
         "group_p_value": 0.0125,
+        "group_centre": "origin",
     }
     if "stable" in overrides and "pair_verdicts" not in overrides:
         # verdicts that agree with the stable flags given (the result checks they agree)
@@ -423,6 +425,8 @@ def test_to_zarr__round_trips_the_verdicts_and_groups(res: MSPCAResult, tmp_path
     assert_array_equal(back.groups, GROUPS)
     assert back.groups.dtype.kind in "iu"
     assert back.group_p_value == 0.0125
+    assert back.group_centre == "origin"
+    assert "about the origin" in back.summary()
     assert_array_equal(back.displaced, res.displaced)
 
 
@@ -647,7 +651,8 @@ def test_summary__lists_every_eigenpair(res: MSPCAResult) -> None:
 def test_summary__header_counts_verdicts_and_groups(res: MSPCAResult) -> None:
     text = res.summary()
     assert "K = 4 eigenpairs (1 covariance, 1 mean shift, 1 mixed)" in text
-    assert "groups = 3 (6 displaced samples, group test p = 0.0125)" in text
+    assert "groups = 3 (6 displaced samples, group test p = 0.0125, about the origin" in text
+    assert "about the origin" not in make_result(group_centre=None).summary()
     old = make_result(**OLD_STYLE).summary()
     assert "(2 covariance, 1 mean shift)" in old
     assert "groups =" not in old

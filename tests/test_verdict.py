@@ -7,11 +7,15 @@ group test's false-rejection rate on null families of every kind the twins must 
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pytest
 from scipy import stats
 
 import mspca_dask
+from mspca_dask import rmt
+from mspca_dask.testing import make_spiked_mixture
 from mspca_dask.verdict import (
     VERDICTS,
     WithinSpikes,
@@ -28,6 +32,7 @@ from mspca_dask.verdict import (
 )
 from mspca_dask.verdict.groups import independent_axes
 from mspca_dask.verdict.mixture import fit_mixture, select_mixture
+from mspca_dask.verdict.origin import origin_is_centre
 from mspca_dask.verdict.pairs import f_deviate
 from mspca_dask.verdict.twins import critical_bandwidth, unimodal_twins
 
@@ -64,6 +69,19 @@ def test_pinned_rows_stay_in_group_zero():
     pinned[members] = True  # pin the shifted rows: they become group 0
     mix = fit_mixture(T, 2, pinned=pinned)  # the farthest-point start
     assert np.all(mix.responsibilities[pinned, 0] == 1.0)
+
+
+def test_an_anchored_group_keeps_its_mean_there_and_its_mean_is_no_parameter():
+    T, members = _shifted(share=0.3, shift=6.0, seed=4)
+    anchor = np.zeros(3)
+    for form in ("full", "proportional"):
+        mix = fit_mixture(T, 2, anchor=anchor, form=form)
+        np.testing.assert_array_equal(mix.means[0], anchor)
+        assert mix.n_parameters == fit_mixture(T, 2, form=form).n_parameters - 3
+        assert np.mean(mix.labels[~members] == 0) > 0.99
+    # one group at the anchor: its covariance is the scatter about it
+    one = fit_mixture(T, 1, anchor=anchor)
+    np.testing.assert_allclose(one.covariances[0], T.T @ T / len(T), rtol=1e-3)
 
 
 def test_proportional_mixture_has_one_shape_at_each_groups_scale():
@@ -256,6 +274,32 @@ def test_small_groups_beside_a_large_one_are_groups_of_their_own():
     g = fit_groups(T, seed=0)
     assert g.n_groups == 3
     assert len(set(zip(g.labels, truth, strict=True))) == 3
+
+
+def _near(n: int = 2000, share: float = 0.2, shift: float = 1.9, seed: int = 0):
+    """A minority ``shift`` spreads away on the first of two axes, inliers centred at the
+    origin: below about two spreads the first column's density has a single mode."""
+    rng = np.random.default_rng(seed)
+    T = rng.standard_normal((n, 2))
+    members = rng.uniform(size=n) < share
+    T[members, 0] += shift
+    return T, members
+
+
+def test_a_known_centre_finds_a_group_whose_marginal_has_one_mode():
+    T, members = _near(seed=3)
+    g = fit_groups(T, centre=np.zeros(2), seed=3)
+    assert g.found
+    # group 0 is the group about the centre: most of the minority is out of it
+    assert np.mean(g.labels[members] > 0) > 0.5  # the Bayes rule takes about 0.6 here
+    assert np.mean(g.labels[~members] == 0) > 0.8
+
+
+def test_a_known_centre_moves_with_the_scores():
+    T, _ = _near(seed=5)
+    g = fit_groups(T, centre=np.zeros(2), seed=5)
+    moved = fit_groups(T * [2.0, 0.5] + [3.0, -1.0], centre=np.array([3.0, -1.0]), seed=5)
+    assert np.array_equal(moved.labels, g.labels)
 
 
 def test_group_zero_holds_the_reference():
@@ -565,6 +609,84 @@ def test_group_test_false_rejections_are_at_most_its_level(kind):
     found = sum(fit_groups(_null_columns(kind, 1000, rng), seed=r).found for r in range(reps))
     # level 0.05: 2 expected; 6 or more has probability below 0.05 under the level
     assert found <= 5, f"{kind}: {found} of {reps} null fits found groups"
+
+
+@pytest.mark.statistical
+@pytest.mark.parametrize("kind", ["gaussian", "skewed", "heavy", "flat", "mixed skewed"])
+def test_with_a_known_centre_false_rejections_are_at_most_its_level(kind):
+    # the factor model's null families, each with its mean at the origin: the test of one
+    # group about it
+    rng = np.random.default_rng(300)
+    reps = 40
+    found = sum(
+        fit_groups(_null_columns(kind, 1000, rng), centre=np.zeros(2), seed=r).found
+        for r in range(reps)
+    )
+    assert found <= 5, f"{kind}: {found} of {reps} null fits found groups"
+
+
+@pytest.mark.statistical
+def test_a_known_centre_finds_groups_whose_marginal_has_one_mode():
+    found = [fit_groups(_near(seed=s)[0], centre=np.zeros(2), seed=s).found for s in range(20)]
+    assert np.mean(found) >= 0.85
+
+
+# ---------------------------------------------------------------- is the origin the centre?
+
+
+def _origin_inputs(X: np.ndarray, k: int):
+    """What the engine gives :func:`origin_is_centre`: the mean, its coordinates on the top
+    ``k`` eigenvectors of the sample covariance, their eigenvalues and alignments."""
+    n, d = X.shape
+    xbar = X.mean(axis=0)
+    w, V = np.linalg.eigh(np.cov(X, rowvar=False, bias=True))
+    w, V = w[::-1], V[:, ::-1]
+    c = d / n
+    cos2 = rmt.eigenvector_alignment(rmt.spike_inverse(w[:k], c), c)
+    return (n, float(xbar @ xbar), xbar @ V[:, :k], float(w.sum()), w[:k], cos2, float(w[k]))
+
+
+def _centred_on_inliers(seed: int, share: float = 0.0, offset: float = 0.0) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    n, d = 1500, 300
+    X = rng.standard_normal((n, d))
+    X[:, 0] *= 3.0  # a covariance spike
+    members = rng.uniform(size=n) < share
+    X[members, 1] += 3.0  # a displaced minority
+    return X + offset
+
+
+@pytest.mark.parametrize("share", [0.0, 0.2])
+def test_data_centred_on_their_inliers_pass_the_origin_test(share):
+    passed = [
+        origin_is_centre(*_origin_inputs(_centred_on_inliers(s, share), 2), level=0.05)
+        for s in range(20)
+    ]
+    assert sum(passed) >= 17  # 19 expected at the level
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_an_offset_or_centring_on_the_mean_fails_the_origin_test(seed):
+    X = _centred_on_inliers(seed, 0.2)
+    assert not origin_is_centre(*_origin_inputs(X + 0.05, 2), level=0.05)
+    assert not origin_is_centre(*_origin_inputs(X - X.mean(axis=0), 2), level=0.05)
+
+
+@pytest.mark.parametrize("seed", range(2))
+def test_fit_uses_the_origin_only_when_the_data_are_centred_on_their_inliers(seed):
+    # the paper's setting at π₁ = 20 %: the minority is about two spreads away, its
+    # marginal has one mode; the data centred at the inliers' mean tell it from the origin
+    X = make_spiked_mixture(1000, 900, mean_shift_weights=(0.2,), random_state=seed).to_numpy()
+    kw = {"n_components": 4, "random_state": 0, "scheduler": "sync"}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        centred = mspca_dask.fit(X, **kw)
+        moved = mspca_dask.fit(X + 5.0, **kw)
+        on_mean = mspca_dask.fit(X - X.mean(axis=0), **kw)
+    assert "mean shift" in list(centred.verdicts)
+    # moved or centred on its own mean, the origin says nothing: the same fit either way
+    assert list(moved.verdicts) == list(on_mean.verdicts)
+    np.testing.assert_array_equal(moved.groups, on_mean.groups)
 
 
 @pytest.mark.statistical

@@ -40,7 +40,14 @@ import numpy as np
 
 from .. import rmt
 from ..errors import ConvergenceWarning, InputError, ModelFitWarning, NonFiniteError, NoSpikeWarning
-from ..verdict import GroupFit, HiddenSpikes, WithinSpikes, decide, fit_groups
+from ..verdict import (
+    GroupFit,
+    HiddenSpikes,
+    WithinSpikes,
+    decide,
+    fit_groups,
+    origin_is_centre,
+)
 from ..verdict.diagnostics import model_fit_diagnostics
 from .draws import Draws
 from .linalg import LowRank, flip_signs
@@ -90,6 +97,7 @@ class FitOutput:
     verdicts: np.ndarray  # (K,) str, one of mspca_dask.verdict.VERDICTS
     groups: np.ndarray  # (n,) int: each sample's group, 0 the inliers
     group_p_value: float  # the group test's p-value
+    group_centre: str | None  # "origin": the group test's null was one group about it
     displacement: np.ndarray  # (K,)
     eigenvector_overlap: np.ndarray  # (K,)
     shift_z: np.ndarray  # (K,)
@@ -383,7 +391,7 @@ def _estimate_location(fit: _Run, m: Moments, knock: Knockoffs) -> Centre:
     """
     prm, n, spectra = fit.plan.params, fit.n, fit.spectra
     xbar = m.feature_sum / n
-    spec, terms = _preliminary_spectrum(fit, m, knock, xbar)
+    spec, terms, X_xbar = _preliminary_spectrum(fit, m, knock, xbar)
     s2 = fit.noise(spec.values, terms, m)
     line = rmt.mp_edges(fit.c, s2)[1] + prm.edge_margin * rmt.tracy_widom_scale(n, fit.d, s2)
     n_cand = int(np.count_nonzero(spec.values[: prm.n_components] > line))
@@ -393,13 +401,34 @@ def _estimate_location(fit: _Run, m: Moments, knock: Knockoffs) -> Centre:
     if fit.dual:
         sing = np.sqrt(np.maximum(spec.values[:k], 0) * n)
         scores = V0 * sing
+        # x̄ · v_j with v_j = X̃ᵀu_j / s_j, X̃ = X − 1x̄ᵀ
+        on_candidates = (X_xbar @ V0 - float(xbar @ xbar) * V0.sum(axis=0)) / np.where(
+            sing > 0, sing, 1.0
+        )
     else:
         image = spectra.basis_image(V0)  # the kept images of the basis: no pass
         if image is None:
             image = spectra.read_with("mspca-location-scores", known, keep=V0)["keep"]
-        scores = image - (xbar @ V0)[None, :]
+        on_candidates = xbar @ V0
+        scores = image - on_candidates[None, :]
+    centred_on_origin = n_cand > 0 and origin_is_centre(
+        n,
+        float(xbar @ xbar),
+        on_candidates[:n_cand],
+        m.total_sumsq / n - float(xbar @ xbar),
+        spec.values[:n_cand],
+        rmt.eigenvector_alignment(rmt.spike_inverse(spec.values[:n_cand], fit.c, s2), fit.c),
+        float(spec.values[min(n_cand, spec.values.size - 1)]),
+        prm.alpha,
+    )
     groups = (
-        fit_groups(scores, level=prm.alpha, seed=fit.location_seed)
+        fit_groups(
+            scores,
+            # the origin's place in these scores, when the data are centred on their inliers
+            centre=-on_candidates if centred_on_origin else None,
+            level=prm.alpha,
+            seed=fit.location_seed,
+        )
         if n_cand
         else GroupFit.none(n, prm.alpha)
     )
@@ -431,8 +460,9 @@ def _estimate_location(fit: _Run, m: Moments, knock: Knockoffs) -> Centre:
 
 def _preliminary_spectrum(
     fit: _Run, m: Moments, knock: Knockoffs, xbar: np.ndarray
-) -> tuple[Spectrum, list[Term]]:
-    """Spectrum of the mean-centred data, converged loosely (it only ranks samples)."""
+) -> tuple[Spectrum, list[Term], np.ndarray | None]:
+    """Spectrum of the mean-centred data, converged loosely (it only ranks samples), its
+    terms and (dual) ``X x̄``."""
     X_xbar = fit.spectra.apply(np.ones((fit.n, 1)))[:, 0] / fit.n if fit.dual else None
     terms = fit.location_terms(xbar, X_xbar, m)
     lr = fit.lowrank(terms)
@@ -443,7 +473,7 @@ def _preliminary_spectrum(
         # Loose accuracy is enough: this spectrum only ranks samples in score space.
         settled, _bound = fit.spectra.settled(spec, history, s2, tol=0.05 * s2)
         if settled or fit.read.n_passes >= fit.plan.params.max_passes // 2:
-            return spec, terms
+            return spec, terms, X_xbar
         history.append(spec.values)
         fit.spectra.read_with(
             f"mspca-pass-{fit.read.n_passes + 1}",
@@ -637,6 +667,7 @@ def _finish(
         verdicts=verdict.pairs.verdicts,
         groups=verdict.groups.labels,
         group_p_value=verdict.groups.p_value,
+        group_centre="origin" if verdict.groups.centred else None,
         displacement=verdict.knockoff.displacement,
         eigenvector_overlap=verdict.knockoff.overlap,
         shift_z=verdict.pairs.shift_z,

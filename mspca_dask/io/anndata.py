@@ -600,8 +600,9 @@ def add_to_anndata(
       the AnnData can still be written to ``.h5ad`` and Zarr).
     * ``uns`` also holds, per observation, ``groups``, ``(n_obs,)``: each one's group from
       the verdict's group test, 0 for the inliers and -1 for observations left out of the
-      fit; and ``group_p_value``, the test's p-value.  Results stored before the groups were
-      kept have neither (nor ``shift_z`` if they predate it).
+      fit; ``group_p_value``, the test's p-value; and ``group_centre`` when the test's null
+      was one group about the origin.  Results stored before the groups were kept have
+      neither (nor ``shift_z`` if they predate it).
 
     Rows are matched by name when the result has labels (``obs_names`` and ``var_names``
     of a fit from AnnData) and by position otherwise.
@@ -678,6 +679,8 @@ def add_to_anndata(
         summary["groups"] = groups
     if result.group_p_value is not None:
         summary["group_p_value"] = float(result.group_p_value)
+    if result.group_centre is not None:
+        summary["group_centre"] = str(result.group_centre)
     # Every check is done: only now is anything written.
     adata.obsm[keys["obsm"]] = scores
     adata.varm[keys["varm"]] = loadings

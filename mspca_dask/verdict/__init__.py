@@ -9,7 +9,9 @@ The model, in ten lines:
 2. One test says whether there are displaced groups at all, at level ``α``: a Gaussian
    mixture's BIC gain (EM) against ``⌈1/α⌉ − 1`` twins drawn under a factor model: the
    scores' most independent axes (FastICA), each made unimodal (Silverman's critical
-   bandwidth), drawn independently.  Not rejected: one group, every candidate covariance.
+   bandwidth), drawn independently; when the data's mean off the candidates passes as the
+   origin's (:mod:`.origin`), also Hotelling's ``T²`` of the scores' mean against the
+   origin, each at ``α/2``.  Not rejected: one group, every candidate covariance.
 3. Rejected, the groups grow from two, one at a time while each step's test (the same; its
    twins redraw each group's own rows, smoothed to one mode along its axes and the step's
    cut) rejects at level ``α``; reference rows are pinned to the inliers' group 0, else
@@ -37,6 +39,7 @@ import numpy as np
 from .groups import GroupFit, fit_groups
 from .knockoff import KnockoffReport, knockoff_report, max_overlap_assignment
 from .levels import ALPHA
+from .origin import origin_is_centre
 from .pairs import (
     VERDICTS,
     PairVerdicts,
@@ -63,6 +66,7 @@ __all__ = [
     "knockoff_report",
     "match_spikes",
     "max_overlap_assignment",
+    "origin_is_centre",
     "shift_statistics",
 ]
 

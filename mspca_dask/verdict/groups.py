@@ -15,6 +15,10 @@ Whether: one statistic, one calibration.
   for by running it on every twin too.
 * It is a Monte Carlo test at level ``α``: groups are declared when the data's gain exceeds
   that of all ``⌈1/α⌉ − 1`` twins (drawing stops at the first twin that reaches it).
+* When the inliers' centre is known (the data are centred on them: :mod:`.origin`), the null
+  is also that the scores' mean is there: Hotelling's ``T²`` of the mean, and the twins'
+  test when it does not reject, each at ``α/2``.  A displaced group whose marginal has one
+  mode, which no test of the shape can tell from a skewed factor, still moves the mean.
 
 How many: when the test rejects, the mixture grows from two groups one group at a time, each
 step the same kind of test at level ``α`` given the groups before it.  Its statistic is the
@@ -38,6 +42,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
+from scipy.special import chdtrc
 
 from .levels import COUNTED_FORM, MAX_GROUPS, MAX_TEST_ROWS, MIN_GROUP_ROWS
 from .mixture import TOL_GROUPS, Mixture, _Products, add_group, fit_mixture, select_mixture
@@ -65,12 +70,15 @@ class GroupFit:
     statistic : float
         BIC gain of the data's mixture over one Gaussian (0: one group is best).
     p_value : float
-        Monte Carlo p-value of the test against its twins (1 when the statistic is 0; a
-        lower bound when drawing stopped early): whether there are displaced groups at all.
+        p-value of the test: Monte Carlo against its twins (1 when the statistic is 0; a
+        lower bound when drawing stopped early), and with a known centre the Bonferroni
+        combination with the mean's test: whether there are displaced groups at all.
     n_twins : int
-        Twins the test drew.
+        Twins the test (whether there are groups) drew.
     level : float
         The test's level ``α``.
+    centred : bool
+        Whether the test's null was one group about a known centre (the inliers').
     """
 
     labels: np.ndarray
@@ -78,6 +86,7 @@ class GroupFit:
     p_value: float
     n_twins: int
     level: float
+    centred: bool = False
 
     @classmethod
     def none(cls, n: int, level: float) -> GroupFit:
@@ -214,6 +223,18 @@ def _gain(T: np.ndarray, pinned: np.ndarray | None) -> tuple[float, Mixture]:
     return max(0.0, one.bic(n) - best.bic(n)), best
 
 
+def _mean_moved(S: np.ndarray, centre: np.ndarray) -> float:
+    """p-value of Hotelling's ``T² = n (s̄ − c)ᵀ Ĉ⁻¹ (s̄ − c)`` of the rows' mean against
+    ``centre``, as ``χ²_k`` (the sample mean of ``n`` rows of one group of any shape about
+    ``c`` is ``N(c, C/n)`` for large ``n``; ``Ĉ`` includes any spread between groups, so
+    the test is conservative when they exist)."""
+    n, k = S.shape
+    gap = S.mean(axis=0) - centre
+    C = np.atleast_2d(np.cov(S, rowvar=False))
+    t2 = n * float(gap @ np.linalg.lstsq(C, gap, rcond=None)[0])
+    return float(chdtrc(k, t2))
+
+
 def _step_reached(
     T: np.ndarray,
     current: Mixture,
@@ -331,6 +352,7 @@ def fit_groups(
     scores: np.ndarray,
     *,
     pinned: np.ndarray | None = None,
+    centre: np.ndarray | None = None,
     level: float = 0.05,
     seed: int = 0,
 ) -> GroupFit:
@@ -342,6 +364,14 @@ def fit_groups(
         Sample scores on the ``k`` candidate eigenvectors.
     pinned : (n,) bool ndarray or None
         Rows known to be inliers (a reference): held in group 0 in the data and in the twins.
+    centre : (k,) ndarray or None
+        The inliers' centre in the coordinates of ``scores``, when it is known: the null is
+        then also that the rows' mean is there, and two tests at level ``α/2`` each decide
+        (Bonferroni): Hotelling's ``T²`` of the mean against the centre, which sees a
+        displaced group whose marginal has a single mode (a minority less than about two
+        spreads away, a batch shifted by a long-tailed amount) by the mean it moves, and,
+        when that does not reject, the twins' test of the shape (``⌈2/α⌉ − 1`` twins).  The
+        two groups that EM starts counting from may hold the inliers' group at the centre.
     level : float
         ``α``; ``⌈1/α⌉ − 1`` twins are drawn.
     seed : int
@@ -359,24 +389,39 @@ def fit_groups(
     # order the samples came in
     order = np.argsort(T[:, 0], kind="stable")
     fitted = _fit_sorted(
-        T[order], None if pinned is None else np.asarray(pinned, bool)[order], level, seed
+        T[order],
+        None if pinned is None else np.asarray(pinned, bool)[order],
+        None if centre is None else np.asarray(centre, dtype=float).reshape(k),
+        level,
+        seed,
     )
     labels = np.empty(n, dtype=np.intp)
     labels[order] = fitted.labels
-    return GroupFit(labels, fitted.statistic, fitted.p_value, fitted.n_twins, level)
+    return GroupFit(
+        labels, fitted.statistic, fitted.p_value, fitted.n_twins, level, centre is not None
+    )
 
 
-def _fit_sorted(T: np.ndarray, pinned: np.ndarray | None, level: float, seed: int) -> GroupFit:
+def _fit_sorted(
+    T: np.ndarray,
+    pinned: np.ndarray | None,
+    centre: np.ndarray | None,
+    level: float,
+    seed: int,
+) -> GroupFit:
     n, k = T.shape
-    sd = T.std(axis=0)
-    S = (T - T.mean(axis=0)) / np.where(sd > 0, sd, 1.0)
+    mean, sd = T.mean(axis=0), T.std(axis=0)
+    sd = np.where(sd > 0, sd, 1.0)
+    S = (T - mean) / sd
     rng = np.random.default_rng(seed)
     rows = np.arange(n)
     if n > MAX_TEST_ROWS:
         rows = np.sort(rng.choice(n, MAX_TEST_ROWS, replace=False))
     # the test, the twins and the groups live on the independent axes (a linear map: the
     # mixture's fit is the same up to its starts)
-    S = S @ independent_axes(S[rows])
+    axes = independent_axes(S[rows])
+    S = S @ axes
+    anchor = None if centre is None else ((centre - mean) / sd) @ axes
     Ts = S[rows]
     has_pins = pinned is not None and bool(np.any(pinned))
     pin = pinned[rows] if has_pins and pinned is not None else None
@@ -384,23 +429,51 @@ def _fit_sorted(T: np.ndarray, pinned: np.ndarray | None, level: float, seed: in
     none = GroupFit.none(n, level)
     if Ts.shape[0] < 2 * MIN_GROUP_ROWS:
         return none
+    # with a known centre, two tests at level α/2 each (Bonferroni): the mean's, then the
+    # shape's, which pays with twins only when the mean has not moved
+    split = 1.0 if anchor is None else 2.0
+    moved = 1.0 if anchor is None else _mean_moved(S, anchor)
     statistic, preferred = _gain(Ts, pin)
-    if statistic <= 0:
-        return none
-    bandwidths = np.array([critical_bandwidth(Ts[:, j]) for j in range(k)])
+    drawn = 0  # twins of the first test: none when the mean alone rejects
+    if split * moved <= level:
+        p_value = split * moved
+    else:
+        if statistic <= 0:
+            return GroupFit(none.labels, 0.0, min(1.0, split * moved), 0, level)
+        bandwidths = np.array([critical_bandwidth(Ts[:, j]) for j in range(k)])
+        drawn = max(1, math.ceil(split / level - 1e-9) - 1)
 
-    def twin_gain(i: int) -> float:
-        rng = np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(i,)))
-        return _gain(unimodal_twins(Ts, rng, bandwidths), pin)[0]
+        def twin_gain(i: int) -> float:
+            rng = np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(i,)))
+            return _gain(unimodal_twins(Ts, rng, bandwidths), pin)[0]
 
-    reached = _first_reaching(twin_gain, statistic, n_twins)
-    if reached:
-        # at least one twin of ``reached`` reached the data: p >= 2 / (reached + 1) > α
-        return GroupFit(none.labels, statistic, 2.0 / (reached + 1), reached, level)
+        reached = _first_reaching(twin_gain, statistic, drawn)
+        if reached:
+            # at least one twin of ``reached`` reached the data: p >= 2 / (reached + 1) > α
+            p_shape = min(1.0, split * 2.0 / (reached + 1))
+            return GroupFit(none.labels, statistic, p_shape, reached, level)
+        p_value = split / (drawn + 1)
     # how many: from two groups, one more while each step's test rejects, in one form
     rows_products = _Products(Ts)
     one = fit_mixture(Ts, 1, pinned=pin, products=rows_products)
     two = _more(Ts, one, pin, rows_products)
+    if anchor is not None:
+        # the two groups the centre sees, as a start: EM alone may part a unimodal cloud
+        # elsewhere (by spread); the better of the two by BIC goes on
+        seen = add_group(
+            Ts,
+            fit_mixture(Ts, 1, pinned=pin, anchor=anchor, products=rows_products),
+            refit=COUNTED_FORM,
+            pinned=pin,
+            anchor=anchor,
+            products=rows_products,
+        )
+        if seen is not None:
+            freed = fit_mixture(
+                Ts, 2, pinned=pin, centres=seen.means, form=seen.form, products=rows_products
+            )
+            if two is None or freed.bic(Ts.shape[0]) < two.bic(Ts.shape[0]):
+                two = freed
     current = (
         _count_groups(Ts, two, pin, rows_products, n_twins, seed)
         if two is not None
@@ -425,4 +498,4 @@ def _fit_sorted(T: np.ndarray, pinned: np.ndarray | None, level: float, seed: in
     new = np.zeros(n, dtype=np.intp)
     for i, g in enumerate((g for g in others if counts[g] >= MIN_GROUP_ROWS), start=1):
         new[labels == g] = i
-    return GroupFit(new, statistic, 1.0 / (n_twins + 1), n_twins, level)
+    return GroupFit(new, statistic, p_value, drawn, level)

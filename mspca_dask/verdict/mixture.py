@@ -4,7 +4,9 @@ Each group has its own mean; the covariances take one of two forms: *proportiona
 scaled per group (``Σ_g = s_g Σ``: batches with more noise, populations of different
 diversity, and at ``s_g = 1`` groups that differ by their means only), or *full*, each its own.
 Rows may be *pinned* to group 0 (a reference known to be inliers): their responsibilities are
-fixed, so group 0 is the inliers' group by construction.
+fixed, so group 0 is the inliers' group by construction.  Group 0's mean may be *anchored* at
+a known centre (the inliers' centre, when the data are centred on it): it is then no
+parameter of the fit.
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ class Mixture:
     responsibilities: np.ndarray  # (n, G)
     loglik: float  # total log-likelihood
     form: str = "full"  # "proportional" (Σ_g = s_g Σ) or "full"
+    anchored: bool = False  # group 0's mean held at a known centre (not fitted)
 
     @property
     def n_groups(self) -> int:
@@ -50,7 +53,7 @@ class Mixture:
         G, k = self.means.shape
         shape = k * (k + 1) // 2
         covariance = shape + G - 1 if self.form == "proportional" else G * shape
-        return G * k + covariance + G - 1
+        return (G - self.anchored) * k + covariance + G - 1
 
     @property
     def smallest_group(self) -> float:
@@ -156,6 +159,7 @@ def fit_mixture(
     n_groups: int,
     *,
     pinned: np.ndarray | None = None,
+    anchor: np.ndarray | None = None,
     centres: np.ndarray | None = None,
     form: str = "full",
     tol: float = _TOL,
@@ -171,9 +175,12 @@ def fit_mixture(
         ``G``.
     pinned : (n,) bool ndarray or None
         Rows held in group 0 throughout.
+    anchor : (k,) ndarray or None
+        Group 0's mean, held there throughout (its covariance is the scatter about it).
     centres : (n_groups, k) ndarray or None
         Starting means (each row starts in the group of the nearest); None: the mean, then
-        each time the row farthest from every centre.
+        each time the row farthest from every centre.  With ``anchor``, group 0 starts
+        there.
     form : {"full", "proportional"}
         Each group its own covariance, or one shape scaled per group (``Σ_g = s_g Σ``).
     tol : float
@@ -187,10 +194,12 @@ def fit_mixture(
         R = np.ones((1, n))
     else:
         if centres is None:  # the mean, then each time the row farthest from every centre
-            centres = T.mean(axis=0, keepdims=True)
+            centres = T.mean(axis=0, keepdims=True) if anchor is None else anchor[None, :]
             while centres.shape[0] < n_groups:
                 far = ((T[:, None, :] - centres[None]) ** 2).sum(axis=2).min(axis=1)
                 centres = np.vstack([centres, T[np.argmax(far)]])
+        elif anchor is not None:
+            centres = np.vstack([anchor, centres[1:]])
         labels = _nearest(T, centres)
         if pinned is not None and np.any(pinned):
             labels[pinned] = 0  # group 0 starts at (and holds) the pinned rows
@@ -202,6 +211,10 @@ def fit_mixture(
         weights = nk / n
         means = (R @ rows.scores) / nk[:, None]
         scatter = rows.scatters(R, nk, means)
+        if anchor is not None:  # group 0's scatter about the anchor, not its rows' mean
+            off = means[0] - anchor
+            scatter[0] += nk[0] * np.outer(off, off)
+            means[0] = anchor
         if form == "proportional":
             covs = _proportional(scatter, nk) + rows.floor
         else:
@@ -219,7 +232,7 @@ def fit_mixture(
         if loglik - previous < tol * n:
             break
         previous = loglik
-    return Mixture(weights, means, covs, R.T, loglik, form)
+    return Mixture(weights, means, covs, R.T, loglik, form, anchor is not None)
 
 
 def _proportional(scatter: np.ndarray, nk: np.ndarray, sweeps: int = 3) -> np.ndarray:
@@ -277,6 +290,7 @@ def add_group(
     forms: tuple[str, ...] = FORMS,
     refit: str | None = None,
     pinned: np.ndarray | None = None,
+    anchor: np.ndarray | None = None,
     tol: float = _TOL,
     products: _Products | None = None,
 ) -> Mixture | None:
@@ -298,6 +312,8 @@ def add_group(
     forms : tuple of {"proportional", "full"}
     refit : {"proportional", "full"} or None
     pinned : (n,) bool ndarray or None
+    anchor : (k,) ndarray or None
+        Group 0's mean (:func:`fit_mixture`).
     tol : float
         EM's stopping rule (:func:`fit_mixture`).
     products : _Products or None
@@ -306,9 +322,18 @@ def add_group(
     n, G = T.shape[0], current.n_groups
     rows = _Products(T) if products is None else products
     fits = [
-        fit_mixture(T, G + 1, pinned=pinned, centres=centres, form=form, tol=tol, products=rows)
+        fit_mixture(
+            T,
+            G + 1,
+            pinned=pinned,
+            anchor=anchor,
+            centres=centres,
+            form=form,
+            tol=tol,
+            products=rows,
+        )
         for form in forms
-        for centres in _starts(T, current, pinned)
+        for centres in _starts(T, current, pinned, anchor)
     ]
     fits = [m for m in fits if m.smallest_group >= MIN_GROUP_ROWS]
     if refit is not None:
@@ -318,14 +343,23 @@ def add_group(
         if others:
             best = min(others, key=lambda m: m.bic(n))
             again = fit_mixture(
-                T, G + 1, pinned=pinned, centres=best.means, form=refit, tol=tol, products=rows
+                T,
+                G + 1,
+                pinned=pinned,
+                anchor=anchor,
+                centres=best.means,
+                form=refit,
+                tol=tol,
+                products=rows,
             )
             if again.smallest_group >= MIN_GROUP_ROWS:
                 fits.append(again)
     return min(fits, key=lambda m: m.bic(n)) if fits else None
 
 
-def _starts(T: np.ndarray, best: Mixture, pinned: np.ndarray | None) -> list[np.ndarray]:
+def _starts(
+    T: np.ndarray, best: Mixture, pinned: np.ndarray | None, anchor: np.ndarray | None = None
+) -> list[np.ndarray]:
     """Starting means for one more group: the ``G − 1`` means plus the row they explain worst
     (a small, far group), and a group split in two along its principal axis (a balanced
     split, which the worst row never starts): the widest group (the most variance in all)
@@ -345,6 +379,8 @@ def _starts(T: np.ndarray, best: Mixture, pinned: np.ndarray | None) -> list[np.
     widest = int(np.argmax(best.weights * w.sum(axis=1)))
     elongated = int(np.argmax(w[:, -1]))
     pinned_mean = T[pinned].mean(axis=0) if pinned is not None and np.any(pinned) else None
+    if anchor is not None:
+        pinned_mean = anchor  # the inliers' centre itself
     starts = [worst]
     for g in dict.fromkeys((widest, elongated)):
         axis = V[g, :, -1]
@@ -361,5 +397,5 @@ def _starts(T: np.ndarray, best: Mixture, pinned: np.ndarray | None) -> list[np.
         starts.append(split)
     if pinned_mean is not None:
         for c in starts:
-            c[0] = pinned_mean  # the inliers' group starts at the reference
+            c[0] = pinned_mean  # the inliers' group starts at the reference (or the anchor)
     return starts
