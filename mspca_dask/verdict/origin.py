@@ -3,21 +3,22 @@
 Data centred on their inliers (the paper's setting: inliers at zero mean; dosages centred on
 a reference's frequencies) hold a fact beside the shape of their scores: a displaced group
 moves the data's mean off the origin along the candidates, even when its marginal has a
-single mode (a minority less than about two spreads away).  Whether the data are so centred
-is tested off the candidates, where a displaced group moves the mean only by the share of
-its direction that the sample eigenvectors miss (``1 − cos²``, :func:`~mspca_dask.rmt.
-eigenvector_alignment`): the statistic is ``a = n(‖x̄‖² − Σ_j (x̄·v_j)² / cos²_j)``, the
-mean's squared norm off the candidates less those shares.  When the inliers are centred at
-the origin it is a weighted sum of ``χ²₁`` over the bulk (weights: the bulk's variances)
-less ``(1 − cos²_j)/cos²_j`` times a non-central ``χ²₁`` per candidate (``n(x̄·v_j)²``,
-whose noise the correction carries); its mean and an upper bound of its variance (every bulk
-weight at most ``λ_b``, the largest bulk eigenvalue seen; the candidates' terms at their
-observed non-centrality) give it a gamma distribution (Satterthwaite), against which ``a``
-is tested two-sided at level ``α``.  The sample eigenvectors' own fluctuation about their
-limiting alignment is left out of the variance.  Raw
-data with an offset lie far above it; data centred on their own mean (``x̄ = 0``: the origin
-is the sample mean, not the inliers') far below: either way the origin says nothing and the
-groups rest on the scores' shape alone.
+single mode (a minority less than about two spreads away).
+
+Whether the data are so centred is tested off the candidates, where a displaced group moves
+the mean only by the share of its direction that the sample eigenvectors miss (``1 − cos²``,
+:func:`~mspca_dask.rmt.eigenvector_alignment`).  The statistic,
+``a = n(‖x̄‖² − Σ_j (x̄·v_j)² / cos²_j)``, is the mean's squared norm off the candidates less
+those shares.  When the inliers are centred at the origin it is a weighted sum of ``χ²₁``
+over the bulk (weights: the bulk's variances) less ``(1 − cos²_j)/cos²_j`` times a
+non-central ``χ²₁`` per candidate (``n(x̄·v_j)²``, whose noise the correction carries).  Its
+mean and an upper bound of its variance (every bulk weight at most ``λ_b``, the largest bulk
+eigenvalue seen; the candidates' terms at their observed non-centrality) give it a gamma
+distribution (Satterthwaite), against which ``a`` is tested two-sided at level ``α``; the
+sample eigenvectors' own fluctuation about their limiting alignment is left out of the
+variance.  Raw data with an offset lie far above it; data centred on their own mean
+(``x̄ = 0``: the origin is the sample mean, not the inliers') far below: either way the origin
+says nothing and the groups rest on the scores' shape alone.
 """
 
 from __future__ import annotations
