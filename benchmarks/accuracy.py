@@ -954,6 +954,7 @@ def _store_beyond(args, entry: dict, load_start) -> dict:
             "load_average_start": load_start,
             "load_average_end": os.getloadavg(),
             "quick": args.quick,
+            "trials": args.beyond_trials,
             "mspca_dask": mspca_dask.__version__,
             "commit": git_commit(),
         }
@@ -1058,7 +1059,9 @@ def beyond_markdown(payload: dict, stored: Path) -> list[str]:
     lines = [
         "## Beyond the paper's setting (library defaults)",
         "",
-        "- Command: `python benchmarks/accuracy.py --suite beyond`"
+        "- Command: `python benchmarks/accuracy.py --suite beyond"
+        + ("" if meta.get("trials", 40) == 40 else f" --beyond-trials {meta['trials']}")
+        + "`"
         + (" (quick smoke run)" if meta.get("quick") else ""),
         f"- Date: {meta.get('date')}",
         f"- Machine: {meta.get('machine')}, shared; load average (1, 5, 15 min) "
