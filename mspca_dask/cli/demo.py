@@ -319,9 +319,15 @@ def run(args: argparse.Namespace) -> int:
     )
     print(result.summary())
     print()
+    centred = (
+        " (and, since these data are centred on their inliers, whether the scores' mean left them)"
+        if result.group_centre == "origin"
+        else ""
+    )
     print(
         "What happened: MS-PCA tests whether some samples form groups displaced from the rest "
-        "in the scores on the eigenvectors above the noise; along each eigenvector, the shift z "
+        f"in the scores on the eigenvectors above the noise{centred}; along each eigenvector, "
+        "the shift z "
         "column says whether the groups are shifted along it, and whether a covariance spike "
         "remains once each group's own mean is removed tells a mean shift from a covariance "
         "component (or both, mixed).  The knockoff and displacement columns report how far "
