@@ -605,7 +605,8 @@ def _own_chunk(
     Only a chunk computed from one stored block at most, whose task holds nothing but that
     block's read and transform.  A chunk merged from several blocks (a rechunk of blocks to
     whole rows) stays a task of its own, as Dask builds it: its merge is a copy of its own,
-    and fused it measured slower (the CHANGELOG's cluster passes entry has the timings).
+    and its blocks' reads, each a task, run side by side; fused, they would run one after
+    another inside the kernel's task.
     """
     node = dsk.get(dep)
     if dependents.get(dep) != [kernel]:

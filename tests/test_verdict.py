@@ -674,8 +674,8 @@ def test_an_offset_or_centring_on_the_mean_fails_the_origin_test(seed):
 
 @pytest.mark.parametrize("seed", range(2))
 def test_fit_uses_the_origin_only_when_the_data_are_centred_on_their_inliers(seed):
-    # the paper's setting at π₁ = 20 %: the minority is about two spreads away, its
-    # marginal has one mode; the data centred at the inliers' mean tell it from the origin
+    # a 20 % minority about two spreads away, whose marginal has one mode: data centred at
+    # the inliers' mean tell it from them by the mean it moves off the origin
     X = make_spiked_mixture(1000, 900, mean_shift_weights=(0.2,), random_state=seed).to_numpy()
     kw = {"n_components": 4, "random_state": 0, "scheduler": "sync"}
     with warnings.catch_warnings():

@@ -1,9 +1,9 @@
 """Is the origin the inliers' centre?  (NumPy/SciPy.)
 
-Data centred on their inliers (the paper's setting: inliers at zero mean; dosages centred on
-a reference's frequencies) hold a fact beside the shape of their scores: a displaced group
-moves the data's mean off the origin along the candidates, even when its marginal has a
-single mode (a minority less than about two spreads away).
+Data centred on their inliers (inliers at zero mean, as the paper's model has them; dosages
+centred on a reference's frequencies) hold a fact beside the shape of their scores: a
+displaced group moves the data's mean off the origin along the candidates, even when its
+marginal has a single mode (a minority less than about two spreads away).
 
 Whether the data are so centred is tested off the candidates, where a displaced group moves
 the mean only by the share of its direction that the sample eigenvectors miss (``1 − cos²``,
