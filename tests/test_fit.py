@@ -377,21 +377,17 @@ _W_GROUPS, _W_GRAM, _W_SCORES = "mspca-within-groups", "mspca-within-gram", "msp
         ("no_cluster", "auto", (-1, 50), [_STATS, _LOC_MEAN, _OUT]),
         # groups found on the scores: their sums, then the scores on the within-group spikes
         ("small", None, (100, -1), [_STATS, _OUT, _W_GROUPS, _W_SCORES]),
-        # the location step's groups give their sums: the within-group step reads only scores
-        ("small", "auto", (100, -1), [_STATS, _LOC_SCORES, _LOC_GROUPS, _OUT, _W_SCORES]),
+        # the location step's groups give their sums, and the scores on the within-group
+        # spikes ride on the output pass
+        ("small", "auto", (100, -1), [_STATS, _LOC_SCORES, _LOC_GROUPS, _OUT]),
         # dual: the location's read also takes every group's sum and puts its indicator in
         # the basis
-        ("small", "auto", (-1, 50), [_STATS, _LOC_MEAN, _OUT, _W_SCORES]),
+        ("small", "auto", (-1, 50), [_STATS, _LOC_MEAN, _OUT]),
         # groups of different spreads: the within-group covariance with the rows weighted by
         # their groups' scales takes one read more (primal; dual, it comes from the Gram)
         ("small_noisy", None, (100, -1), [_STATS, _OUT, _W_GROUPS, _W_GRAM, _W_SCORES]),
-        (
-            "small_noisy",
-            "auto",
-            (100, -1),
-            [_STATS, _LOC_SCORES, _LOC_GROUPS, _OUT, _W_GRAM, _W_SCORES],
-        ),
-        ("small_noisy", "auto", (-1, 50), [_STATS, _LOC_MEAN, _OUT, _W_SCORES]),
+        ("small_noisy", "auto", (100, -1), [_STATS, _LOC_SCORES, _LOC_GROUPS, _W_GRAM, _OUT]),
+        ("small_noisy", "auto", (-1, 50), [_STATS, _LOC_MEAN, _OUT]),
     ],
 )
 def test_fit__exact_reads_the_data_once_per_planned_pass(request, data, location, chunks, names):

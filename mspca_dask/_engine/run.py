@@ -20,9 +20,10 @@ The flow, each numbered pass being one read of the data:
    and then skips this pass.
 5. **Within-group passes** (only when groups were found) — the covariance within the groups
    at the inliers' scale has passes of its own (:mod:`~mspca_dask._engine.within`): Krylov
-   passes until certified (randomized), or its weighted Gram and the scores (exact).  The
-   verdict (:func:`~mspca_dask.verdict.decide`) then runs on the driver, on the scores: no
-   pass.
+   passes until certified (randomized), or its weighted Gram (exact, when the groups differ
+   in spread).  The scores on its spikes ride on the output pass when the location step
+   found the groups before it; else they take one more.  The verdict
+   (:func:`~mspca_dask.verdict.decide`) then runs on the driver, on the scores: no pass.
 
 Every spectrum is that of ``X̃ = X + Σ a fᵀ`` (the location ``−1μᵀ`` and each knockoff
 ``γ' m'ᵀ``): a *term* is ``(a (n,), f (d,), image)`` with ``image`` the data applied to the
@@ -65,10 +66,12 @@ from .spectra import (
     make_spectra,
 )
 from .within import (
+    PendingWithin,
     WithinGroups,
     WithinKrylov,
     WithinSolution,
     candidate_line,
+    exact_within,
     unit_components,
     within_spectrum,
 )
@@ -613,8 +616,17 @@ def _finish(
     )
     for line in diagnostics:
         warnings.warn(line, ModelFitWarning, stacklevel=3)
-    components, scores = _output(fit, centre, reported, image)
     groups = centre.groups
+    # groups known before the output pass: S_w's data side rides on it
+    early = (
+        _within_solution(fit, m, knock, centre, groups, riding)
+        if groups is not None and groups.found
+        else None
+    )
+    riders = early.keep if isinstance(early, PendingWithin) else None
+    components, scores, ridden = _output(fit, centre, reported, image, riders)
+    if isinstance(early, PendingWithin) and ridden is not None:
+        early = early.complete(ridden)
     if groups is None:
         groups = (
             fit_groups(
@@ -626,7 +638,10 @@ def _finish(
             if np.any(candidate)
             else GroupFit.none(n, prm.alpha)
         )
-    within = _within(fit, m, knock, centre, groups, riding) if groups.found else None
+    within = None
+    if groups.found:
+        solution = _within_solution(fit, m, knock, centre, groups) if early is None else early
+        within = _within_spikes(fit, centre, solution)
     verdict = decide(
         scores,
         # the knockoff report compares Ritz values of the same products (after float32
@@ -780,28 +795,29 @@ def _within_groups(
     return model, pooled
 
 
-def _pooled_within(fit: _Run, model: WithinGroups, pooled: LowRank) -> WithinSolution:
+def _pooled_within(
+    fit: _Run, model: WithinGroups, pooled: LowRank
+) -> WithinSolution | PendingWithin:
     """``S_w`` when the groups share one scale: a low-rank update of the operator the passes
-    built (no pass for its values; one for the components' data side when the solver kept
-    no images)."""
+    built (no pass for its values; the components' data side from the basis's images, or
+    pending a read when the solver kept none)."""
     spectra = fit.spectra
     spec = spectra.spectrum(pooled, k=fit.plan.params.n_components)
     line = candidate_line(fit.plan, model.trace, spec.values)
     U, members = spec.vectors, model.members
-    if fit.dual:
-        XtU = spectra.basis_image(U)
-        if XtU is None:
-            XtU = fit.read("mspca-within-scores", keep=U)["keep"]
-        images = pooled.MtO  # X μ_g = XXᵀ1_g / n_g, already applied for the pooled terms
-        raw = XtU - model.means @ (members.T @ U)  # X_wᵀ U
-        X_raw = spectra.apply(U) - images @ (members.T @ U)  # X X_wᵀ U
-        components, X_components = unit_components(raw, X_raw)
-    else:
-        XU = spectra.basis_image(U)
-        if XU is None:
-            XU = fit.read("mspca-within-scores", single=spectra.use_single(), keep=U)["keep"]
-        components, X_components = unit_components(U, XU)
-    return WithinSolution(spec.values, spec.bounds, components, X_components, line)
+
+    def complete(image: np.ndarray) -> WithinSolution:
+        if fit.dual:
+            images = pooled.MtO  # X μ_g = XXᵀ1_g / n_g, already applied for the pooled terms
+            raw = image - model.means @ (members.T @ U)  # X_wᵀ U
+            X_raw = spectra.apply(U) - images @ (members.T @ U)  # X X_wᵀ U
+            components, X_components = unit_components(raw, X_raw)
+        else:
+            components, X_components = unit_components(U, image)
+        return WithinSolution(spec.values, spec.bounds, components, X_components, line)
+
+    image = spectra.basis_image(U)
+    return PendingWithin(U, complete) if image is None else complete(image)
 
 
 def _within_iteration(fit: _Run, model: WithinGroups, pooled: LowRank) -> WithinKrylov:
@@ -850,16 +866,17 @@ def _riding_within(fit: _Run, m: Moments, knock: Knockoffs, centre: Centre) -> W
     return _within_iteration(fit, model, pooled)
 
 
-def _within(
+def _within_solution(
     fit: _Run,
     m: Moments,
     knock: Knockoffs,
     centre: Centre,
     groups: GroupFit,
     riding: WithinKrylov | None = None,
-) -> WithinSpikes:
+) -> WithinSolution | PendingWithin:
     """Top-K eigenpairs of the within-group covariance at the inliers' scale, ``S_w``
-    (:mod:`~mspca_dask._engine.within`), with the samples' scores on them about the location.
+    (:mod:`~mspca_dask._engine.within`), or all of them but their data side, which then rides
+    on the output pass when it can (:class:`PendingWithin`).
 
     ``riding``: the iteration whose blocks rode on the main spectrum's passes (finished here
     with passes of its own when it needs more)."""
@@ -867,16 +884,23 @@ def _within(
     if riding is not None:
         if riding.takes_basis:
             _take_main_basis(fit, riding)  # the blocks the main passes added since
-        solution = within_spectrum(fit.plan, fit.read, riding.groups, gram=None, start=riding)
-    else:
-        model, pooled = _within_groups(fit, m, knock, centre, groups)
-        if not model.scaled:
-            solution = _pooled_within(fit, model, pooled)
-        elif isinstance(spectra, ExactSpectra):
-            solution = within_spectrum(fit.plan, fit.read, model, gram=spectra.gram, start=None)
-        else:
-            start = _within_iteration(fit, model, pooled)
-            solution = within_spectrum(fit.plan, fit.read, model, gram=None, start=start)
+        return within_spectrum(fit.plan, fit.read, riding.groups, gram=None, start=riding)
+    model, pooled = _within_groups(fit, m, knock, centre, groups)
+    if not model.scaled:
+        return _pooled_within(fit, model, pooled)
+    if isinstance(spectra, ExactSpectra) and spectra.gram is not None:
+        return exact_within(fit.plan, fit.read, model, spectra.gram)
+    start = _within_iteration(fit, model, pooled)
+    return within_spectrum(fit.plan, fit.read, model, gram=None, start=start)
+
+
+def _within_spikes(
+    fit: _Run, centre: Centre, solution: WithinSolution | PendingWithin
+) -> WithinSpikes:
+    """``S_w``'s eigenpairs with the samples' scores on them about the location (the data side
+    read now if it is still pending)."""
+    if isinstance(solution, PendingWithin):
+        solution = solution.read(fit.read)
     mu = centre.mu if centre.mu is not None else np.zeros(fit.d)
     scores = solution.X_components - (mu @ solution.components)[None, :]
     return WithinSpikes(
@@ -916,15 +940,24 @@ def _feature_overlaps(
 
 
 def _output(
-    fit: _Run, centre: Centre, spec: Spectrum, image: np.ndarray | None = None
-) -> tuple[np.ndarray, np.ndarray]:
+    fit: _Run,
+    centre: Centre,
+    spec: Spectrum,
+    image: np.ndarray | None = None,
+    riders: np.ndarray | None = None,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
     """Components (K, d) and scores (n, K), from ``image`` (``M U``, when the spectrum's
-    certificate computed it), the basis's images, or by the output pass."""
+    certificate computed it), the basis's images, or by the output pass; and the image of
+    ``riders`` (p, k) when that pass read it with them (else None)."""
     n, U, mu = fit.n, spec.vectors, centre.mu
+    ridden = None
     if image is None:
         image = fit.spectra.basis_image(U)
     if image is None:  # ``M U`` by the output pass
-        image = fit.read("mspca-output", single=fit.spectra.use_single(), keep=U)["keep"]
+        keep = U if riders is None else np.hstack([U, riders])
+        both = fit.read("mspca-output", single=fit.spectra.use_single(), keep=keep)["keep"]
+        image = both[:, : U.shape[1]]
+        ridden = None if riders is None else both[:, U.shape[1] :]
     if fit.dual:
         XtU = image if mu is None else image - np.outer(mu, U.sum(axis=0))  # (d, K)
         sing = np.sqrt(np.maximum(spec.values, 0) * n)
@@ -937,4 +970,4 @@ def _output(
     Vf = flip_signs(V)
     signs = np.sign(np.sum(Vf * V, axis=0))
     signs[signs == 0] = 1
-    return Vf.T.copy(), scores * signs
+    return Vf.T.copy(), scores * signs, ridden

@@ -46,6 +46,7 @@ if TYPE_CHECKING:
     from .spectra import PassReader
 
 __all__ = [
+    "PendingWithin",
     "WithinGroups",
     "WithinKrylov",
     "WithinSolution",
@@ -174,6 +175,18 @@ class WithinSolution:
     line: float  # the candidate line at S_w's own noise level
 
 
+@dataclass(frozen=True)
+class PendingWithin:
+    """``S_w``'s eigenpairs, known but for their data side: the image ``M Y`` of ``keep``,
+    which can ride on another pass (the output pass) or have one of its own (:meth:`read`)."""
+
+    keep: np.ndarray  # (p, k) operator-side columns Y
+    complete: Callable[[np.ndarray], WithinSolution]  # from M Y (m, k)
+
+    def read(self, read: PassReader) -> WithinSolution:
+        return self.complete(read("mspca-within-scores", keep=self.keep)["keep"])
+
+
 def within_spectrum(
     plan: FitPlan,
     read: PassReader,
@@ -197,7 +210,7 @@ def within_spectrum(
         basis, or riding on the main spectrum's passes), to finish.
     """
     if gram is not None:
-        return _exact(plan, read, groups, gram)
+        return exact_within(plan, read, groups, gram).read(read)
     if start is None:
         raise RuntimeError("the randomized within-group solve needs a first block")
     return _krylov(plan, read, groups, start)
@@ -225,27 +238,33 @@ def unit_components(raw: np.ndarray, X_raw: np.ndarray) -> tuple[np.ndarray, np.
     return Vf, XV * signs
 
 
-def _exact(
+def exact_within(
     plan: FitPlan, read: PassReader, groups: WithinGroups, gram: np.ndarray
-) -> WithinSolution:
+) -> PendingWithin:
+    """The exact solver's ``S_w``: its values from the Gram matrix (dual) or from one read of
+    ``XᵀWX`` (primal); the data side of its vectors pending (:class:`PendingWithin`)."""
     n, K = plan.n_samples, plan.params.n_components
     if plan.dual:
         # W^{1/2}(I − P) XXᵀ (I − P) W^{1/2} / n from the Gram matrix: no pass for the values
         R = np.eye(n) - groups.members @ (groups.members / groups.counts).T
         DR = np.sqrt(groups.row_weights)[:, None] * R
         values, U = top_eigh(DR @ gram @ DR.T / n, K)
-        Y = DR.T @ U  # (I − P) W^{1/2} u
-        raw = read("mspca-within-scores", keep=Y)["keep"]  # X_wᵀW^{1/2}u (d, k)
-        V, XV = unit_components(raw, gram @ Y)
+        Y = DR.T @ U  # (I − P) W^{1/2} u; its image is X_wᵀW^{1/2}u (d, k)
+        X_side = gram @ Y  # X X_wᵀW^{1/2}u (n, k)
     else:
         out = read("mspca-within-gram", gram=True, row_weights=groups.row_weights)
         d = plan.n_features
         A = (out["gram"] - groups.mean_term(np.eye(d))) / n
-        values, V0 = top_eigh((A + A.T) / 2, K)
-        XV0 = read("mspca-within-scores", keep=V0)["keep"]
-        V, XV = unit_components(V0, XV0)
+        values, Y = top_eigh((A + A.T) / 2, K)
+        X_side = None  # X v: the image itself
     _, _, line = _line(plan, groups.trace, values)
-    return WithinSolution(values, np.zeros(len(values)), V, XV, line)
+    bounds = np.zeros(len(values))
+
+    def complete(image: np.ndarray) -> WithinSolution:
+        raw, X_raw = (image, X_side) if X_side is not None else (Y, image)
+        return WithinSolution(values, bounds, *unit_components(raw, X_raw), line)
+
+    return PendingWithin(Y, complete)
 
 
 class WithinKrylov:
