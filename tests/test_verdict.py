@@ -33,7 +33,7 @@ from mspca_dask.verdict import (
 from mspca_dask.verdict.groups import independent_axes
 from mspca_dask.verdict.mixture import fit_mixture, select_mixture
 from mspca_dask.verdict.origin import origin_is_centre
-from mspca_dask.verdict.pairs import f_deviate
+from mspca_dask.verdict.pairs import f_deviate, own_spread_p
 from mspca_dask.verdict.twins import critical_bandwidth, unimodal_twins
 
 
@@ -719,3 +719,73 @@ def test_group_test_finds_displaced_groups(share, shift):
         for s in range(20)
     ]
     assert np.mean(found) >= 0.85
+
+
+# ------------------------------------------------- a group's own spread along its shift
+
+
+def _batch_spread_along_its_shift(seed: int, n: int = 1000) -> tuple[np.ndarray, np.ndarray]:
+    """Three candidate columns; a 10 % batch shifted along the third by ``6 s``,
+    ``s ~ Exp(1)``: its spread along its shift is its own, not the inliers'."""
+    rng = np.random.default_rng(seed)
+    T = rng.standard_normal((n, 3)) * [2.0, 1.5, 1.0]
+    members = np.arange(n) < n // 10
+    T[members, 2] += 6.0 * rng.exponential(size=members.sum())
+    return T, members
+
+
+@pytest.mark.statistical
+@pytest.mark.parametrize(
+    "kind", ["gaussian", "skewed", "heavy", "flat", "shared scale", "noisier group"]
+)
+def test_own_spread_test_rejects_a_shared_shape_at_most_at_its_level(kind):
+    # a displaced 10 % group of the inliers' shape (at twice their spread for "noisier
+    # group"), far enough that the groups are its rows
+    rng = np.random.default_rng(400)
+    reps, rejected = 200, 0
+    members = np.arange(1000) < 100
+    labels = members.astype(np.intp)
+    for _ in range(reps):
+        base = "gaussian" if kind == "noisier group" else kind
+        T = np.column_stack([_null_columns(base, 1000, rng), rng.standard_normal(1000)])
+        if kind == "noisier group":
+            T[members] *= 2.0
+        T[members, 2] += 8.0
+        rejected += bool(own_spread_p(T, labels, np.ones(2))[1] < 0.05)
+    # 10 expected at the level; 17 or more has probability below 0.05
+    assert rejected <= 16, f"{kind}: {rejected} of {reps}"
+
+
+def test_own_spread_test_finds_a_batch_spread_along_its_shift():
+    found = 0
+    for seed in range(10):
+        T, members = _batch_spread_along_its_shift(seed)
+        found += own_spread_p(T, members.astype(np.intp), np.ones(2))[1] < 0.05
+    assert found >= 9
+
+
+def test_own_spread_test_does_not_depend_on_the_scale_or_order_of_the_scores():
+    T, members = _batch_spread_along_its_shift(0, n=400)
+    labels = members.astype(np.intp)
+    order = np.random.default_rng(1).permutation(T.shape[0])
+    p = own_spread_p(T, labels, np.ones(2))
+    np.testing.assert_allclose(own_spread_p(3.0 * T[order] + 1.0, labels[order], np.ones(2)), p)
+
+
+def test_fit__a_batch_spread_along_its_shift_stays_out_of_the_covariance_components():
+    # a 10 % batch shifted by m·s, s ~ Exp(1), beside a covariance spike: the batch's own
+    # spread along m is no covariance the groups share, so the first covariance component
+    # is the spike's, not the shift's
+    n, d, good = 1000, 300, 0
+    for seed in range(4):
+        rng = np.random.default_rng(seed)
+        u, m = np.linalg.qr(rng.standard_normal((d, 2)))[0].T
+        X = rng.standard_normal((n, d)) + np.outer(2.0 * rng.standard_normal(n), u)
+        batch = np.arange(n) < n // 10
+        X[batch] += np.outer(6.0 * rng.exponential(size=batch.sum()), m)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            res = mspca_dask.fit(X, n_components=5, random_state=0, scheduler="sync")
+        kept = np.flatnonzero(res.verdicts == "covariance")
+        good += bool(kept.size) and abs(res.eigenvectors[kept[0]] @ u) >= 0.9
+    assert good >= 3

@@ -45,7 +45,10 @@ def _groups(X: np.ndarray, labels: np.ndarray) -> WithinGroups:
     model = _model(X, labels)
     weights = 1.0 / group_scales(sumsq, members, sums)
     trace = float(weights @ (members.T @ sumsq - np.sum(sums**2, axis=0) / members.sum(0)))
-    return WithinGroups(members, model.means, weights, trace / len(X), model.spread_z)
+    none_left_out = np.zeros(members.shape[1], dtype=bool)
+    return WithinGroups(
+        members, model.means, weights, trace / len(X), model.spread_z, none_left_out, len(X)
+    )
 
 
 def _model(X: np.ndarray, labels: np.ndarray, level: float = 0.05) -> WithinGroups:
@@ -135,6 +138,57 @@ def test_within_spectrum__does_not_depend_on_a_groups_spread(solver):
     a, b = _solve(X, labels, solver), _solve(Y, labels, solver)
     np.testing.assert_allclose(b.values, a.values, rtol=1e-6)
     assert b.line == pytest.approx(a.line, rel=1e-6)
+
+
+def _spread_along_its_shift(n: int, d: int, seed: int = 0):
+    """Three groups; group 2 shifted by ``m·s``, ``s ~ Exp(1)``, and its scores on the two
+    spikes and the shifts (the candidates)."""
+    X, labels = _grouped(n, d, (1.0, 1.0, 1.0), seed)
+    rng = np.random.default_rng(seed + 1)
+    rows = labels == 2
+    m = rng.standard_normal(d)
+    X[rows] += np.outer(8.0 * rng.exponential(size=rows.sum()), m / np.linalg.norm(m))
+    V = np.linalg.svd(X - X.mean(axis=0), full_matrices=False)[2][:4]
+    return X, labels, X @ V.T
+
+
+@pytest.mark.parametrize("shape", [(360, 40), (150, 300)], ids=["primal", "dual"])
+@pytest.mark.parametrize("solver", ["exact", "randomized"])
+def test_a_group_spread_along_its_shift_is_left_out_of_s_w(shape, solver):
+    X, labels, scores = _spread_along_its_shift(*shape)
+    members = np.eye(3)[labels]
+    means = (X.T @ members) / members.sum(axis=0)
+    groups = WithinGroups.of(
+        members,
+        X.T @ members,
+        np.sum(X * X, axis=1),
+        distances=np.sum((X - means.T[labels]) ** 2, axis=1),
+        offsets=np.zeros(3),
+        level=0.05,
+        scores=scores,
+    )
+    assert list(groups.own_spread) == [False, False, True]
+    kept = labels != 2
+    assert groups.n_rows == kept.sum()
+    # S_w is then the covariance of the other groups alone, each about its own mean
+    values, vectors = _reference(X[kept], labels[kept])
+    n, d = X.shape
+    dual = d > n
+    data = orient(da.from_array(X, chunks=(n, 40) if dual else (60, d)), dual=dual)
+    plan = make_plan(
+        FitParams.from_kwargs(n_components=K, solver=solver), Location(None), n=n, d=d, dual=dual
+    )
+    read = PassReader(data, Executor("sync"))
+    M = X.T if dual else X
+    if solver == "exact":
+        sol = within_spectrum(plan, read, groups, gram=M.T @ M, start=None)
+    else:
+        start = np.linalg.qr(np.random.default_rng(1).standard_normal((plan.p, plan.sketch_width)))
+        sol = within_spectrum(plan, read, groups, gram=None, start=start[0])
+    assert np.all(np.abs(sol.values - values) <= sol.bounds + 1e-9)
+    cos = np.abs(np.sum(sol.components[:, :2] * vectors[:, :2], axis=0))
+    assert np.all(cos > 1 - 1e-6)
+    np.testing.assert_allclose(sol.X_components, X @ sol.components, atol=1e-8)
 
 
 def test_groups_are_weighted_only_when_their_spreads_differ():

@@ -791,6 +791,7 @@ def _within_groups(
         distances=distances,
         offsets=offsets,
         level=fit.plan.params.alpha,
+        scores=groups.scores,
     )
     return model, pooled
 
@@ -829,11 +830,12 @@ def _within_iteration(fit: _Run, model: WithinGroups, pooled: LowRank) -> Within
     passes they only steer it, and one float64 pass certifies the result).  Primal, those
     products would need the basis's images, which a smaller driver budget drops, and the
     result must not depend on that: the pooled within-group spectrum's vectors are the first
-    block."""
+    block.  So too dual when a group is left out of ``S_w``: its rows' zero weights take the
+    operator off the basis's span."""
     spectra, width = fit.spectra, fit.plan.sketch_width
     if not isinstance(spectra, KrylovSpectra):
         raise RuntimeError("only the randomized solver iterates on S_w")
-    if fit.dual:
+    if fit.dual and not np.any(model.own_spread):
         it = WithinKrylov(fit.plan, model)
         _take_main_basis(fit, it)
         return it

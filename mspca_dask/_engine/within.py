@@ -36,7 +36,7 @@ from scipy.special import ndtri
 
 from .. import rmt
 from ..errors import ConvergenceWarning
-from ..verdict.pairs import spread_z
+from ..verdict.pairs import own_spread_p, spread_z
 from . import spectra
 from .linalg import flip_signs, orthonormalize, rayleigh_ritz, ritz_bounds, ritz_pairs, top_eigh
 from .spectra import rise_and_ratio
@@ -100,11 +100,18 @@ class WithinGroups:
         ``μ_g``.
     weights : (G,) ndarray
         ``1 / τ_g`` when the groups differ in spread, else ones (``S_w`` is then the pooled
-        within-group covariance, a low-rank update of the main operator).
+        within-group covariance, a low-rank update of the main operator); 0 for a group with
+        a spread of its own along its shift, the others' then times ``n / n_rows``.
     trace : float
         ``tr(S_w)``.
     spread_z : float
         :func:`~mspca_dask.verdict.pairs.spread_z` of the groups (NaN: not measurable).
+    own_spread : (G,) bool ndarray
+        The groups left out of ``S_w``: their spread along their own shift is larger than the
+        inliers' at their scale (:func:`~mspca_dask.verdict.pairs.own_spread_p`, level ``α``
+        Bonferroni over the displaced groups).
+    n_rows : int
+        Samples in ``S_w`` (all but those of the groups left out).
     """
 
     members: np.ndarray
@@ -112,6 +119,8 @@ class WithinGroups:
     weights: np.ndarray
     trace: float
     spread_z: float
+    own_spread: np.ndarray
+    n_rows: int
 
     @classmethod
     def of(
@@ -123,6 +132,7 @@ class WithinGroups:
         distances: np.ndarray,
         offsets: np.ndarray,
         level: float,
+        scores: np.ndarray | None = None,
     ) -> WithinGroups:
         """From the groups' indicators ``(n, G)``, sums ``Xᵀ1_g (d, G)`` and ``‖x_i‖² (n,)``.
 
@@ -130,16 +140,26 @@ class WithinGroups:
         ``level`` (:func:`~mspca_dask.verdict.pairs.spread_z` on ``distances`` (n,), each
         sample's squared distance to an origin, and ``offsets`` (G,), each group mean's;
         one-sided); otherwise their scales are taken as equal, the model's estimate under
-        that hypothesis.
+        that hypothesis.  With ``scores`` (n, k), the scores the groups were found on, a
+        group whose spread along its own shift is larger than the inliers' at its scale
+        (level ``level`` over the displaced groups) shares no covariance the model can read
+        from it and is left out.
         """
+        n, G = members.shape
         counts = members.sum(axis=0)
         means = sums / counts
-        z = spread_z(distances, members.argmax(axis=1), offsets)
+        labels = members.argmax(axis=1)
+        z = spread_z(distances, labels, offsets)
         differ = bool(np.isfinite(z)) and z >= float(ndtri(1.0 - level))
-        scales = group_scales(sample_sumsq, members, sums) if differ else np.ones(len(counts))
+        scales = group_scales(sample_sumsq, members, sums) if differ else np.ones(G)
+        own = np.zeros(G, dtype=bool)
+        if scores is not None and G > 1:
+            own = own_spread_p(scores, labels, scales) < level / (G - 1)
+        n_rows = int(round(float(counts[~own].sum())))
+        weights = np.where(own, 0.0, n / n_rows / scales)
         within = _within_sumsq(sample_sumsq, members, sums)
-        trace = float(within @ (1.0 / scales)) / members.shape[0]
-        return cls(members, means, 1.0 / scales, trace, z)
+        trace = float(within @ weights) / n
+        return cls(members, means, weights, trace, z, own, n_rows)
 
     @property
     def scaled(self) -> bool:
@@ -216,9 +236,12 @@ def within_spectrum(
     return _krylov(plan, read, groups, start)
 
 
-def _line(plan: FitPlan, trace: float, values: np.ndarray) -> tuple[float, float, float]:
-    """``(σ², edge, candidate line)`` of ``S_w`` from its trace and top values."""
-    n, d = plan.n_samples, plan.n_features
+def _line(
+    plan: FitPlan, trace: float, values: np.ndarray, n_rows: int | None = None
+) -> tuple[float, float, float]:
+    """``(σ², edge, candidate line)`` of ``S_w`` from its trace and top values, on
+    ``n_rows`` samples (default all)."""
+    n, d = n_rows or plan.n_samples, plan.n_features
     s2 = rmt.estimate_noise_variance(trace, values, n, d)
     edge = rmt.mp_edges(d / n, s2)[1]
     return s2, edge, edge + plan.params.edge_margin * rmt.tracy_widom_scale(n, d, s2)
@@ -257,7 +280,7 @@ def exact_within(
         A = (out["gram"] - groups.mean_term(np.eye(d))) / n
         values, Y = top_eigh((A + A.T) / 2, K)
         X_side = None  # X v: the image itself
-    _, _, line = _line(plan, groups.trace, values)
+    _, _, line = _line(plan, groups.trace, values, groups.n_rows)
     bounds = np.zeros(len(values))
 
     def complete(image: np.ndarray) -> WithinSolution:
@@ -483,7 +506,7 @@ class WithinKrylov:
         values, coef = w[:width], coef[:, :width]
         _, bounds = ritz_bounds(w, self.AQ @ coef - self.Q @ (coef * values))
         values, bounds = values[:K], bounds[:K] + (0.0 if self.provisional else self.rounding)
-        s2, edge, line = _line(plan, self.groups.trace, values)
+        s2, edge, line = _line(plan, self.groups.trace, values, self.groups.n_rows)
         prm = plan.params
         self.tol = prm.tol if prm.tol is not None else rmt.eigenvalue_tolerance(n, s2)
         above = values > edge
@@ -527,7 +550,7 @@ class WithinKrylov:
         values, coef, _, bounds = rayleigh_ritz(U, AU, min(K, U.shape[1]))
         bounds = bounds + self.rounding
         V, XV = unit_components(out["within_image"] @ coef, out["within"] @ coef)
-        _, _, line = _line(plan, groups.trace, values)
+        _, _, line = _line(plan, groups.trace, values, groups.n_rows)
         return WithinSolution(values, bounds, V, XV, line)
 
     def step(self, read: PassReader) -> None:
@@ -560,7 +583,7 @@ class WithinKrylov:
                 else read("mspca-within-scores", keep=U)["keep"]
             )
             V, XV = unit_components(U, XU)
-        _, _, line = _line(self.plan, self.groups.trace, self.values)
+        _, _, line = _line(self.plan, self.groups.trace, self.values, self.groups.n_rows)
         return WithinSolution(self.values, self.bounds, V, XV, line)
 
 

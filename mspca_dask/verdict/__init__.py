@@ -18,8 +18,10 @@ The model, in ten lines:
    group 0 is the largest (:mod:`.groups`).
 4. The location is the inliers' mean; the covariance is that of the data re-centred at each
    group's own mean, ``S_w``, with each group brought to the inliers' scale when the groups'
-   spreads differ at level ``α`` (:func:`~.pairs.spread_z`); its spikes (above its own edge)
-   are the covariance components.
+   spreads differ at level ``α`` (:func:`~.pairs.spread_z`), and a group left out whose
+   spread along its own shift is larger than the inliers' (a batch shifted by varying
+   amounts; :func:`~.pairs.own_spread_p`, level ``α`` over the groups); its spikes (above
+   its own edge) are the covariance components.
 5. Per candidate: ``shift_z``, Welch's F of the group means as an ``N(0, 1)`` deviate, and
    whether it carries a spike of ``S_w`` (matched one-to-one, largest total ``|cos|``).
 6. Shifted (``shift_z ≥ Φ⁻¹(1 − α/k)``) and carrying → mixed; shifted only → mean shift;

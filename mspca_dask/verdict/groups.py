@@ -39,7 +39,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 from scipy.special import chdtrc
@@ -79,6 +79,8 @@ class GroupFit:
         The test's level ``α``.
     centred : bool
         Whether the test's null was one group about a known centre (the inliers').
+    scores : (n, k) ndarray or None
+        The scores the groups were found on.
     """
 
     labels: np.ndarray
@@ -87,6 +89,7 @@ class GroupFit:
     n_twins: int
     level: float
     centred: bool = False
+    scores: np.ndarray | None = field(default=None, repr=False, compare=False)
 
     @classmethod
     def none(cls, n: int, level: float) -> GroupFit:
@@ -398,7 +401,7 @@ def fit_groups(
     labels = np.empty(n, dtype=np.intp)
     labels[order] = fitted.labels
     return GroupFit(
-        labels, fitted.statistic, fitted.p_value, fitted.n_twins, level, centre is not None
+        labels, fitted.statistic, fitted.p_value, fitted.n_twins, level, centre is not None, T
     )
 
 

@@ -26,10 +26,11 @@ every candidate is covariance.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.special import betaln, fdtr, fdtrc, ndtri, ndtri_exp
+from scipy.special import betaln, fdtr, fdtrc, ndtri, ndtri_exp, stdtr
 
 from .knockoff import max_overlap_assignment
 from .levels import MIN_CARRIED_COSINE
@@ -38,6 +39,7 @@ __all__ = [
     "VERDICTS",
     "PairVerdicts",
     "between_group_share",
+    "own_spread_p",
     "f_deviate",
     "judge_pairs",
     "match_spikes",
@@ -160,6 +162,79 @@ def spread_z(distances: np.ndarray, labels: np.ndarray, offsets: np.ndarray) -> 
     var = np.array([logs[labels == g].var(ddof=1) for g in kept])[:, None]
     F, dfn, dfd = _welch_f(means, var, size[keep, None])
     return float(f_deviate(F, dfn, dfd)[0])
+
+
+def own_spread_p(scores: np.ndarray, labels: np.ndarray, scales: np.ndarray) -> np.ndarray:
+    """Whether each displaced group spreads along its own shift more than the inliers do:
+    one-sided p-values of Welch's t on the samples' log squared deviations along the shift,
+    each over the sample's own mean squared deviation across the other candidates.
+
+    Parameters
+    ----------
+    scores : (n, k) ndarray
+        The scores the groups were found on.
+    labels : (n,) int ndarray
+        Groups ``0 .. G − 1``, 0 the inliers'.
+    scales : (G,) ndarray
+        ``τ_g``, each group's scale over the inliers' (ones when the spreads do not differ):
+        the reference when there is no other candidate (``k = 1``).
+
+    Returns
+    -------
+    (G,) ndarray
+        1 for the inliers and for groups of fewer than three samples.
+
+    Notes
+    -----
+    The model's groups share one covariance shape at their own scales, so along the line
+    ``u_g`` from the inliers' mean to group ``g``'s, over the other candidates' directions,
+    the two groups' deviations have one law: the ratio's log has one mean.  A batch shifted
+    by a varying amount (``m·s`` with ``s`` spread) spreads along ``u_g`` by its own
+    amounts, which no covariance the groups share makes.  The ratio is each sample's own:
+    a sample's scale (heavy tails of the elliptical kind) cancels in it, and so does a
+    group's, and a noisier group's noise, which the candidates may follow (they are the
+    directions where the data spread most), raises both parts.  Groups cut by their
+    posterior are cut along ``u_g``, a displaced group more than the inliers when it is
+    smaller: the test then leans towards "no own spread".
+    """
+    T = np.asarray(scores, dtype=float)
+    G = int(labels.max()) + 1 if labels.size else 1
+    p = np.ones(G)
+    inliers = labels == 0
+    k = T.shape[1]
+    if np.count_nonzero(inliers) < 3 or k == 0:
+        return p
+    tiny = np.finfo(float).tiny
+
+    def logs(rows: np.ndarray, u: np.ndarray) -> np.ndarray:
+        e = T[rows] - T[rows].mean(axis=0)
+        along = e @ u
+        y = np.log(np.maximum(along * along, tiny))
+        if k > 1:
+            across = np.sum(e * e, axis=1) - along * along
+            y -= np.log(np.maximum(across / (k - 1), tiny))
+        return y
+
+    m0 = T[inliers].mean(axis=0)
+    for g in range(1, G):
+        rows = labels == g
+        size = np.count_nonzero(rows)
+        u = T[rows].mean(axis=0) - m0
+        norm = float(np.linalg.norm(u))
+        if size < 3 or norm == 0.0:
+            continue
+        own, base = logs(rows, u / norm), logs(inliers, u / norm)
+        v_own, v_base = own.var(ddof=1) / own.size, base.var(ddof=1) / base.size
+        se = math.sqrt(v_own + v_base)
+        if se == 0.0:
+            continue
+        reference = 0.0 if k > 1 else math.log(scales[g] / scales[0])
+        t = (own.mean() - reference - base.mean()) / se
+        df = (v_own + v_base) ** 2 / (
+            v_own**2 / (own.size - 1.0) + v_base**2 / (base.size - 1.0) + 1e-300
+        )
+        p[g] = float(stdtr(df, -t))
+    return p
 
 
 def f_deviate(F: np.ndarray, dfn: int, dfd: np.ndarray) -> np.ndarray:
