@@ -310,6 +310,7 @@ def _result(
         groups=out.groups,
         group_p_value=out.group_p_value,
         group_centre=out.group_centre,
+        within_samples=out.within_samples,
         diagnostics=out.diagnostics,
         eigenvalue_bounds=out.eigenvalue_bounds,
         eigenvectors=out.eigenvectors,

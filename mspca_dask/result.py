@@ -200,6 +200,11 @@ class MSPCAResult:
         were centred on their inliers: :mod:`mspca_dask.verdict.origin`) and the group
         test's null was one group about it; None when the test rested on the scores' shape
         alone.
+    within_samples : int or None
+        The samples whose covariance within their groups gives the covariance components:
+        all but those of groups whose spread along their own shift is larger than the
+        inliers' (a batch shifted by varying amounts), which are left out.  None when no
+        displaced group was found, or in results written before it was stored.
 
     Notes
     -----
@@ -279,6 +284,7 @@ class MSPCAResult:
     groups: np.ndarray | None = None
     group_p_value: float | None = None
     group_centre: str | None = None
+    within_samples: int | None = None
     pca_eigenvectors: np.ndarray | None = None
 
     # ---------------------------------------------------------------- validation
@@ -632,6 +638,8 @@ class MSPCAResult:
             attrs["diagnostics"] = str(self.diagnostics)
         if self.group_centre:
             attrs["group_centre"] = str(self.group_centre)
+        if self.within_samples is not None:
+            attrs["within_samples"] = int(self.within_samples)
         ds = xr.Dataset(data_vars, coords=coords, attrs=attrs)
         validate_result_dataset(ds)
         return ds
@@ -689,6 +697,9 @@ class MSPCAResult:
             random_state=None if rs is None else int(rs),
             diagnostics=attrs.get("diagnostics"),
             group_centre=attrs.get("group_centre"),
+            within_samples=None
+            if attrs.get("within_samples") is None
+            else int(attrs["within_samples"]),
             params=params,
             sample_coords=_coord(ds, sample_dim),
             feature_coords=_coord(ds, feature_dim),
@@ -776,6 +787,11 @@ class MSPCAResult:
             p = "" if self.group_p_value is None else f", group test p = {self.group_p_value:.3g}"
             if self.group_centre == "origin":
                 p += ", about the origin: the data are centred on their inliers"
+            if self.within_samples is not None and self.within_samples < self.n_samples:
+                p += (
+                    f"; covariance within the groups read from {self.within_samples} "
+                    f"samples, groups spread along their own shift left out"
+                )
             groups = [
                 f"groups = {self.n_groups} ({int(np.count_nonzero(self.displaced))} displaced "
                 f"samples{p})"

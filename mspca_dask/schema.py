@@ -380,6 +380,12 @@ RESULT_ATTRS: dict[str, AttrSpec] = {
         "'origin' when the data were centred on their inliers and the group test's null was "
         "one group about the origin (omitted otherwise).",
     ),
+    "within_samples": AttrSpec(
+        "int",
+        False,
+        "Samples whose covariance within their groups gives the covariance components: all "
+        "but those of groups spread along their own shift (omitted with no displaced group).",
+    ),
     "threshold": AttrSpec("float", True, "Invariance radius ε on the eigenvalue scale."),
     "knockoff_strength": AttrSpec("float", True, "Knockoff strength θ'²."),
     "mp_edge": AttrSpec("float", True, "Marchenko-Pastur upper edge σ²(1 + √(d/n))²."),

@@ -46,6 +46,7 @@ OLD_STYLE = {
     "groups": None,
     "group_p_value": None,
     "group_centre": None,
+    "within_samples": None,
     "pca_eigenvectors": None,
 }
 
@@ -101,6 +102,7 @@ def make_result(
         "groups": GROUPS.copy(),
         "group_p_value": 0.0125,
         "group_centre": "origin",
+        "within_samples": N - 2,
     }
     if "stable" in overrides and "pair_verdicts" not in overrides:
         # verdicts that agree with the stable flags given (the result checks they agree)
@@ -427,6 +429,8 @@ def test_to_zarr__round_trips_the_verdicts_and_groups(res: MSPCAResult, tmp_path
     assert back.group_p_value == 0.0125
     assert back.group_centre == "origin"
     assert "about the origin" in back.summary()
+    assert back.within_samples == N - 2
+    assert f"within the groups read from {N - 2} samples" in back.summary()
     assert_array_equal(back.displaced, res.displaced)
 
 
@@ -653,6 +657,7 @@ def test_summary__header_counts_verdicts_and_groups(res: MSPCAResult) -> None:
     assert "K = 4 eigenpairs (1 covariance, 1 mean shift, 1 mixed)" in text
     assert "groups = 3 (6 displaced samples, group test p = 0.0125, about the origin" in text
     assert "about the origin" not in make_result(group_centre=None).summary()
+    assert "within the groups read from" not in make_result(within_samples=N).summary()
     old = make_result(**OLD_STYLE).summary()
     assert "(2 covariance, 1 mean shift)" in old
     assert "groups =" not in old

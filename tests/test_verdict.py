@@ -788,4 +788,8 @@ def test_fit__a_batch_spread_along_its_shift_stays_out_of_the_covariance_compone
             res = mspca_dask.fit(X, n_components=5, random_state=0, scheduler="sync")
         kept = np.flatnonzero(res.verdicts == "covariance")
         good += bool(kept.size) and abs(res.eigenvectors[kept[0]] @ u) >= 0.9
+        if res.within_samples is not None and res.within_samples < n:
+            # left out: the batch's samples, which the groups hold at most
+            assert res.within_samples >= n - 2 * batch.sum()
+            assert f"read from {res.within_samples} samples" in res.summary()
     assert good >= 3

@@ -101,6 +101,7 @@ class FitOutput:
     groups: np.ndarray  # (n,) int: each sample's group, 0 the inliers
     group_p_value: float  # the group test's p-value
     group_centre: str | None  # "origin": the group test's null was one group about it
+    within_samples: int | None  # the samples S_w is the covariance of (None: no groups)
     displacement: np.ndarray  # (K,)
     eigenvector_overlap: np.ndarray  # (K,)
     shift_z: np.ndarray  # (K,)
@@ -683,6 +684,7 @@ def _finish(
         groups=verdict.groups.labels,
         group_p_value=verdict.groups.p_value,
         group_centre="origin" if verdict.groups.centred else None,
+        within_samples=None if within is None else within.samples,
         displacement=verdict.knockoff.displacement,
         eigenvector_overlap=verdict.knockoff.overlap,
         shift_z=verdict.pairs.shift_z,
@@ -815,7 +817,9 @@ def _pooled_within(
             components, X_components = unit_components(raw, X_raw)
         else:
             components, X_components = unit_components(U, image)
-        return WithinSolution(spec.values, spec.bounds, components, X_components, line)
+        return WithinSolution(
+            spec.values, spec.bounds, components, X_components, line, model.n_rows
+        )
 
     image = spectra.basis_image(U)
     return PendingWithin(U, complete) if image is None else complete(image)
@@ -906,7 +910,12 @@ def _within_spikes(
     mu = centre.mu if centre.mu is not None else np.zeros(fit.d)
     scores = solution.X_components - (mu @ solution.components)[None, :]
     return WithinSpikes(
-        solution.values, solution.components.T.copy(), solution.line, scores, solution.bounds
+        solution.values,
+        solution.components.T.copy(),
+        solution.line,
+        scores,
+        solution.bounds,
+        solution.samples,
     )
 
 

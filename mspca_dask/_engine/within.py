@@ -193,6 +193,7 @@ class WithinSolution:
     components: np.ndarray  # (d, k) unit columns, signs fixed by flip_signs
     X_components: np.ndarray  # (n, k) X v for each component v
     line: float  # the candidate line at S_w's own noise level
+    samples: int  # the samples S_w is the covariance of (those of groups left out are not)
 
 
 @dataclass(frozen=True)
@@ -285,7 +286,7 @@ def exact_within(
 
     def complete(image: np.ndarray) -> WithinSolution:
         raw, X_raw = (image, X_side) if X_side is not None else (Y, image)
-        return WithinSolution(values, bounds, *unit_components(raw, X_raw), line)
+        return WithinSolution(values, bounds, *unit_components(raw, X_raw), line, groups.n_rows)
 
     return PendingWithin(Y, complete)
 
@@ -551,7 +552,7 @@ class WithinKrylov:
         bounds = bounds + self.rounding
         V, XV = unit_components(out["within_image"] @ coef, out["within"] @ coef)
         _, _, line = _line(plan, groups.trace, values, groups.n_rows)
-        return WithinSolution(values, bounds, V, XV, line)
+        return WithinSolution(values, bounds, V, XV, line, groups.n_rows)
 
     def step(self, read: PassReader) -> None:
         """One pass of its own."""
@@ -584,7 +585,7 @@ class WithinKrylov:
             )
             V, XV = unit_components(U, XU)
         _, _, line = _line(self.plan, self.groups.trace, self.values, self.groups.n_rows)
-        return WithinSolution(self.values, self.bounds, V, XV, line)
+        return WithinSolution(self.values, self.bounds, V, XV, line, self.groups.n_rows)
 
 
 def _krylov(

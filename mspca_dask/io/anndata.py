@@ -600,9 +600,10 @@ def add_to_anndata(
       the AnnData can still be written to ``.h5ad`` and Zarr).
     * ``uns`` also holds, per observation, ``groups``, ``(n_obs,)``: each one's group from
       the verdict's group test, 0 for the inliers and -1 for observations left out of the
-      fit; ``group_p_value``, the test's p-value; and ``group_centre`` when the test's null
-      was one group about the origin.  Results stored before the groups were kept have
-      neither (nor ``shift_z`` if they predate it).
+      fit; ``group_p_value``, the test's p-value; ``group_centre`` when the test's null
+      was one group about the origin; and ``within_samples``, the samples the covariance
+      components are the within-group covariance of.  Results stored before the groups
+      were kept have neither (nor ``shift_z`` if they predate it).
 
     Rows are matched by name when the result has labels (``obs_names`` and ``var_names``
     of a fit from AnnData) and by position otherwise.
@@ -681,6 +682,8 @@ def add_to_anndata(
         summary["group_p_value"] = float(result.group_p_value)
     if result.group_centre is not None:
         summary["group_centre"] = str(result.group_centre)
+    if result.within_samples is not None:
+        summary["within_samples"] = int(result.within_samples)
     # Every check is done: only now is anything written.
     adata.obsm[keys["obsm"]] = scores
     adata.varm[keys["varm"]] = loadings

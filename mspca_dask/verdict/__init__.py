@@ -82,6 +82,7 @@ class WithinSpikes:
     line: float  # its candidate line: the edge at its own noise level plus the margin
     scores: np.ndarray  # (n, s) sample scores on them, about the location
     bounds: np.ndarray  # (s,) certified error bounds of ``values`` (0: exact)
+    samples: int | None = None  # the samples S_w is the covariance of (None: all)
 
     @property
     def spikes(self) -> np.ndarray:
