@@ -793,3 +793,28 @@ def test_fit__a_batch_spread_along_its_shift_stays_out_of_the_covariance_compone
             assert res.within_samples >= n - 2 * batch.sum()
             assert f"read from {res.within_samples} samples" in res.summary()
     assert good >= 3
+
+
+def test_fit__dual_solvers_agree_when_a_group_is_left_out_of_s_w():
+    # fewer samples than features: the randomized solver's iteration on S_w cannot grow from
+    # the main basis once a group's rows weigh 0, and starts from the pooled spectrum
+    n, d = 400, 1200
+    rng = np.random.default_rng(0)
+    u, m = np.linalg.qr(rng.standard_normal((d, 2)))[0].T
+    X = rng.standard_normal((n, d)) + np.outer(3.0 * rng.standard_normal(n), u)
+    batch = np.arange(n) < n // 10
+    X[batch] += np.outer(8.0 * rng.exponential(size=batch.sum()), m)
+    fits = {}
+    for solver in ("exact", "randomized"):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            fits[solver] = mspca_dask.fit(
+                X, n_components=5, random_state=0, scheduler="sync", solver=solver
+            )
+    exact, randomized = fits["exact"], fits["randomized"]
+    assert exact.within_samples is not None and exact.within_samples < n
+    assert randomized.within_samples == exact.within_samples
+    assert list(randomized.verdicts) == list(exact.verdicts)
+    kept = exact.verdicts == "covariance"
+    cos = np.abs(np.sum(exact.eigenvectors[kept] * randomized.eigenvectors[kept], axis=1))
+    assert kept.any() and np.all(cos > 0.999)
