@@ -772,17 +772,26 @@ def test_own_spread_test_does_not_depend_on_the_scale_or_order_of_the_scores():
     np.testing.assert_allclose(own_spread_p(3.0 * T[order] + 1.0, labels[order], np.ones(2)), p)
 
 
+def _spike_beside_a_spread_batch(
+    n: int, d: int, spike_sd: float, shift: float, seed: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Rows with a covariance spike along ``u`` (SD ``spike_sd``) and a 10 % batch shifted by
+    ``shift·s`` along ``m ⟂ u``, ``s ~ Exp(1)``; returns ``X``, ``u`` and the batch's rows."""
+    rng = np.random.default_rng(seed)
+    u, m = np.linalg.qr(rng.standard_normal((d, 2)))[0].T
+    X = rng.standard_normal((n, d)) + np.outer(spike_sd * rng.standard_normal(n), u)
+    batch = np.arange(n) < n // 10
+    X[batch] += np.outer(shift * rng.exponential(size=batch.sum()), m)
+    return X, u, batch
+
+
 def test_fit__a_batch_spread_along_its_shift_stays_out_of_the_covariance_components():
     # a 10 % batch shifted by m·s, s ~ Exp(1), beside a covariance spike: the batch's own
     # spread along m is no covariance the groups share, so the first covariance component
     # is the spike's, not the shift's
     n, d, good = 1000, 300, 0
     for seed in range(4):
-        rng = np.random.default_rng(seed)
-        u, m = np.linalg.qr(rng.standard_normal((d, 2)))[0].T
-        X = rng.standard_normal((n, d)) + np.outer(2.0 * rng.standard_normal(n), u)
-        batch = np.arange(n) < n // 10
-        X[batch] += np.outer(6.0 * rng.exponential(size=batch.sum()), m)
+        X, u, batch = _spike_beside_a_spread_batch(n, d, spike_sd=2.0, shift=6.0, seed=seed)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             res = mspca_dask.fit(X, n_components=5, random_state=0, scheduler="sync")
@@ -799,11 +808,7 @@ def test_fit__dual_solvers_agree_when_a_group_is_left_out_of_s_w():
     # fewer samples than features: the randomized solver's iteration on S_w cannot grow from
     # the main basis once a group's rows weigh 0, and starts from the pooled spectrum
     n, d = 400, 1200
-    rng = np.random.default_rng(0)
-    u, m = np.linalg.qr(rng.standard_normal((d, 2)))[0].T
-    X = rng.standard_normal((n, d)) + np.outer(3.0 * rng.standard_normal(n), u)
-    batch = np.arange(n) < n // 10
-    X[batch] += np.outer(8.0 * rng.exponential(size=batch.sum()), m)
+    X = _spike_beside_a_spread_batch(n, d, spike_sd=3.0, shift=8.0, seed=0)[0]
     fits = {}
     for solver in ("exact", "randomized"):
         with warnings.catch_warnings():
