@@ -60,20 +60,23 @@ def test_calls_from_genotypes__equal_the_float_dosages_with_minus_one_for_missin
     ],
 )
 def test_variant_statistics__exact_in_every_accumulator_and_call_range(
-    values: tuple[int, ...], n_samples: int
+    values: tuple[int, ...], n_samples: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     rng = np.random.default_rng(n_samples)
-    calls = rng.choice(np.array(values, dtype=np.int8), size=(5, n_samples))
+    calls = rng.choice(np.array(values, dtype=np.int8), size=(7, n_samples))
     calls[0] = max(values)  # the largest sums the accumulator must hold
     ref = rng.random(n_samples) < 0.7
     wide = calls.astype(np.int64)
     called = wide >= 0
-    for reference in (None, ref, ~ref):
-        got = _compact._variant_stats_block(calls, reference)[:, 0, :]
-        expected = [(wide * called).sum(1), called.sum(1), (wide**2 * called).sum(1)]
-        if reference is not None:
-            expected += [(wide * called)[:, reference].sum(1), called[:, reference].sum(1)]
-        np.testing.assert_array_equal(got, np.stack(expected, axis=1))
+    for slice_bytes in (_compact._SUM_BYTES, 3 * n_samples):  # one slice, then 3 rows each
+        monkeypatch.setattr(_compact, "_SUM_BYTES", slice_bytes)
+        for reference in (None, ref, ~ref):
+            got = _compact._variant_stats_block(calls, reference)[:, 0, :]
+            expected = [(wide * called).sum(1), called.sum(1), (wide**2 * called).sum(1)]
+            if reference is not None:
+                expected += [(wide * called)[:, reference].sum(1), called[:, reference].sum(1)]
+            np.testing.assert_array_equal(got, np.stack(expected, axis=1))
+        np.testing.assert_array_equal(_compact._sample_stats_block(calls), called.sum(0)[None])
 
 
 @pytest.mark.parametrize("with_reference", [False, True])
