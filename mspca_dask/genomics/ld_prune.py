@@ -42,7 +42,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -152,12 +152,12 @@ class _Rows:
     Integer calls are held as float32 when ``ploidy² · n < 2²⁴``: their products and sums
     are then exact integers at single precision's speed, and r² is formed from them in
     float64.  A missing call is 0 in ``y`` and imputed at its variant's mean, where it adds
-    nothing to the sums.
+    nothing to the sums; only the rows with a missing call keep their mask.
     """
 
     y: np.ndarray  # (v, n) the calls, a missing one 0
-    called: np.ndarray  # (v, n) bool
-    incomplete: np.ndarray  # (v,) bool: the row has a missing call
+    mask_of: np.ndarray  # (v,) int: the row's row in ``masks``, -1 when it is complete
+    masks: np.ndarray  # (m, n) bool: the called samples of the rows with a missing call
     n_called: np.ndarray  # (v,)
     total: np.ndarray  # (v,) the sum of the calls
     mean: np.ndarray  # (v,)
@@ -165,61 +165,130 @@ class _Rows:
     maf: np.ndarray  # (v,)
 
     @classmethod
-    def of(cls, g: np.ndarray, ploidy: int) -> _Rows:
-        """``g``: (v, n) int calls (``-1`` missing) or floats (NaN missing)."""
-        y: np.ndarray
+    def of(cls, g: np.ndarray, ploidy: int, out: np.ndarray) -> _Rows:
+        """``g``: (v, n) int calls (``-1`` missing) or floats (NaN missing), as rows in
+        ``out`` (at least (v, n), of :func:`_calls_dtype`; ``y`` is a view of it)."""
+        y = out[: len(g)]
+        np.copyto(y, g, casting="unsafe")
         if np.issubdtype(g.dtype, np.integer):
-            called = np.greater_equal(g, 0)
-            exact = ploidy * ploidy * g.shape[1] < 2**24
-            y = g.astype(np.float32 if exact else np.float64)
+            incomplete = np.flatnonzero(g.min(axis=1) < 0) if g.size else np.zeros(0, int)
+            masks = g[incomplete] >= 0
         else:
-            called = ~np.isnan(g)
-            y = g.astype(np.float64)
-        incomplete = np.asarray(~called.all(axis=1))
-        if incomplete.any():
-            y[~called] = 0.0
-        n_called = called.sum(axis=1).astype(np.float64)
+            incomplete = np.flatnonzero(np.isnan(g).any(axis=1))
+            masks = ~np.isnan(g[incomplete])
+        if len(incomplete):
+            y[incomplete] = np.where(masks, y[incomplete], 0)
+        n_called = np.full(len(g), float(g.shape[1]))
+        n_called[incomplete] = masks.sum(axis=1)
+        mask_of = np.full(len(g), -1, dtype=np.int64)
+        mask_of[incomplete] = np.arange(len(incomplete))
         total = y.sum(axis=1).astype(np.float64)
+        sumsq = np.einsum("ij,ij->i", y, y).astype(np.float64)
         mean = total / np.maximum(n_called, 1.0)
-        sumsq = (y * y).sum(axis=1).astype(np.float64)
         var = np.maximum(sumsq - total * mean, 0.0)
         p = mean / ploidy
-        return cls(y, called, incomplete, n_called, total, mean, var, np.minimum(p, 1.0 - p))
-
-    def take(self, rows: np.ndarray) -> _Rows:
-        return _Rows(*(getattr(self, f.name)[rows] for f in fields(self)))
-
-    @staticmethod
-    def stack(parts: list[_Rows]) -> _Rows:
-        return _Rows(*(np.concatenate([getattr(p, f.name) for p in parts]) for f in fields(_Rows)))
+        return cls(y, mask_of, masks, n_called, total, mean, var, np.minimum(p, 1.0 - p))
 
 
-def _r2(rows: _Rows, r: np.ndarray, c: np.ndarray) -> np.ndarray:
-    """``(len(r), len(c))``: r² between rows ``r`` and rows ``c``, missing calls imputed.
+def _calls_dtype(g: np.ndarray, ploidy: int) -> np.dtype[Any]:
+    """float32 for integer calls whose products sum exactly in it, else float64."""
+    exact = np.issubdtype(g.dtype, np.integer) and ploidy * ploidy * g.shape[1] < 2**24
+    return np.dtype(np.float32 if exact else np.float64)
+
+
+class _Window:
+    """The variants kept so far that later ones can still reach, their rows contiguous.
+
+    Rows are appended in the store's order and dropped from the front once out of reach;
+    a row removed by a later variant stays until then (its r² are computed, and ignored).
+    So the kept variants of a window are one slice of :attr:`rows`, with no gather.
+    """
+
+    def __init__(self, n: int, dtype: np.dtype[Any]) -> None:
+        self._y = np.empty((64, n), dtype=dtype)
+        self._called = np.ones((0, n), dtype=bool)
+        self._index = np.zeros(64, dtype=np.int64)
+        self._moments = np.zeros((5, 64))  # n_called, total, mean, var, maf
+        self._complete = np.ones(64, dtype=bool)
+        self._start = self._end = 0
+
+    @property
+    def index(self) -> np.ndarray:
+        """(m,) the variants (store rows) of :attr:`rows`, increasing."""
+        return self._index[self._start : self._end]
+
+    def rows(self) -> _Rows:
+        a, b = self._start, self._end
+        complete = self._complete[a:b]
+        mask_of = np.where(complete, -1, np.arange(b - a))
+        masks = self._called[a:b] if not complete.all() else np.ones((0, self._y.shape[1]), bool)
+        return _Rows(self._y[a:b], mask_of, masks, *self._moments[:, a:b])
+
+    def drop_before(self, first: int) -> None:
+        """Forget the variants before store row ``first``."""
+        self._start += int(np.searchsorted(self.index, first))
+
+    def append(self, rows: _Rows, which: np.ndarray, index: np.ndarray) -> None:
+        """Append ``rows``' rows ``which`` (store rows ``index``)."""
+        k = len(which)
+        if not k:
+            return
+        live = self._end - self._start
+        if self._end + k > len(self._index):  # move the live rows to the front, grow if full
+            size = max(len(self._index), 2 * (live + k))
+            for name in ("_y", "_index", "_complete"):
+                old = getattr(self, name)
+                new = np.empty((size, *old.shape[1:]), dtype=old.dtype)
+                new[:live] = old[self._start : self._end]
+                setattr(self, name, new)
+            moments = np.empty((5, size))
+            moments[:, :live] = self._moments[:, self._start : self._end]
+            self._moments = moments
+            if len(self._called):
+                called = np.ones((size, self._called.shape[1]), dtype=bool)
+                called[:live] = self._called[self._start : self._end]
+                self._called = called
+            self._start, self._end = 0, live
+        a, b = self._end, self._end + k
+        self._y[a:b] = rows.y[which]
+        self._index[a:b] = index
+        for i, f in enumerate(("n_called", "total", "mean", "var", "maf")):
+            self._moments[i, a:b] = getattr(rows, f)[which]
+        mask_of = rows.mask_of[which]
+        self._complete[a:b] = mask_of < 0
+        if (mask_of >= 0).any():
+            if not len(self._called):
+                self._called = np.ones((len(self._index), self._y.shape[1]), dtype=bool)
+            self._called[a:b] = True
+            has = np.flatnonzero(mask_of >= 0)
+            self._called[a + has] = rows.masks[mask_of[has]]
+        self._end = b
+
+
+def _r2(a: _Rows, b: _Rows) -> np.ndarray:
+    """``(len(a), len(b))``: r² between the rows of ``a`` and those of ``b``, missing calls
+    imputed.
 
     The covariance ``Σ_k c_ik c_jk (y_ik − m_i)(y_jk − m_j)`` (``c`` the called mask) is
     expanded into products of the calls and masks; a complete row's mask is all ones, so
     the mask products are only formed for rows with a missing call.
     """
-    y, called, inc = rows.y, rows.called, rows.incomplete
-    s, m, nc = rows.total, rows.mean, rows.n_called
-    yr, yc = y[r], y[c]
-    cov = (yr @ yc.T).astype(np.float64)  # Σ y_i y_j
-    y_c = np.repeat(s[r][:, None], len(c), axis=1)  # Σ y_i c_j
-    c_y = np.repeat(s[c][None, :], len(r), axis=0)  # Σ c_i y_j
-    c_c = np.minimum.outer(nc[r], nc[c])  # Σ c_i c_j when either row is complete
-    ri, ci = np.flatnonzero(inc[r]), np.flatnonzero(inc[c])
+    cov = (a.y @ b.y.T).astype(np.float64)  # Σ y_i y_j
+    y_c = np.repeat(a.total[:, None], len(b.y), axis=1)  # Σ y_i c_j
+    c_y = np.repeat(b.total[None, :], len(a.y), axis=0)  # Σ c_i y_j
+    c_c = np.minimum.outer(a.n_called, b.n_called)  # Σ c_i c_j when either row is complete
+    ai, bi = np.flatnonzero(a.mask_of >= 0), np.flatnonzero(b.mask_of >= 0)
     # the masks of the rows with a missing call, in the calls' dtype
-    mr = called[r[ri]].astype(y.dtype)
-    mc = called[c[ci]].astype(y.dtype)
-    if ci.size:
-        y_c[:, ci] = yr @ mc.T
-    if ri.size:
-        c_y[ri] = mr @ yc.T
-    if ri.size and ci.size:
-        c_c[np.ix_(ri, ci)] = mr @ mc.T
-    cov -= y_c * m[c] + m[r][:, None] * c_y - np.multiply.outer(m[r], m[c]) * c_c
-    scale = np.multiply.outer(rows.var[r], rows.var[c])
+    ma = a.masks[a.mask_of[ai]].astype(a.y.dtype)
+    mb = b.masks[b.mask_of[bi]].astype(b.y.dtype)
+    if bi.size:
+        y_c[:, bi] = a.y @ mb.T
+    if ai.size:
+        c_y[ai] = ma @ b.y.T
+    if ai.size and bi.size:
+        c_c[np.ix_(ai, bi)] = ma @ mb.T
+    cov -= y_c * b.mean + a.mean[:, None] * c_y - np.multiply.outer(a.mean, b.mean) * c_c
+    scale = np.multiply.outer(a.var, b.var)
     with np.errstate(divide="ignore", invalid="ignore"):
         return np.where(scale > 0, cov * cov / scale, 0.0)
 
@@ -254,9 +323,11 @@ def prune_blocks(
 
     Notes
     -----
-    Each block is correlated with the kept variants of the window before it (carried over
-    from the previous blocks) in one product, then the rule runs over that matrix; so a
-    window across a block border is handled as within one block.
+    Rows are taken :data:`_ROWS_PER_PRODUCT` at a time, converted to floating point in one
+    small buffer, and correlated in one product with the kept variants of their windows
+    (:class:`_Window`, carried across blocks) and with each other; then the rule runs over
+    that matrix.  So a window across a block border is handled as within one block, and
+    nothing the size of a block is held but the block.
 
     Raises
     ------
@@ -278,38 +349,36 @@ def prune_blocks(
     # ``window_bp`` before its own, a contiguous range ending at it
     run = _contig_runs(contig, position)
     genome = run * (2 * (int(position.max(initial=0)) + window_bp + 1)) + position
-    keep = np.zeros(V, dtype=bool)
-    carry_idx = np.zeros(0, dtype=np.int64)
-    carry: list[_Rows] = []
+    # first row of each row's window (same contig, pos_j - pos_i < window_bp)
+    lo = np.searchsorted(genome, genome - window_bp, side="right")
+    # the rule is sequential: its scalar steps on Python lists
+    kept = [False] * V
+    window: _Window | None = None
+    group = np.empty((0, 0))
     r0 = 0
     for block in blocks:
         g = np.asarray(block)
         v = g.shape[0]
         if v == 0:
             continue
-        c = len(carry_idx)
-        ctx = _Rows.stack([*carry, _Rows.of(g, ploidy)])
-        ctx_idx = np.concatenate([carry_idx, np.arange(r0, r0 + v)])
-        ctx_genome = genome[ctx_idx]
-        # first context row of each row's window (same contig, pos_j - pos_i < window_bp)
-        lo = np.searchsorted(ctx_genome, ctx_genome - window_bp, side="right")
-        # the rule is sequential: its scalar steps on Python lists
-        kept = [*keep[carry_idx].tolist(), *([False] * v)]
-        maf = ctx.maf.tolist()
-        for s0 in range(c, c + v, _ROWS_PER_PRODUCT):
-            s1 = min(c + v, s0 + _ROWS_PER_PRODUCT)
-            first = int(lo[s0])  # windows start no earlier further down the block
-            # a row before these can only lose its place while they are visited: the columns
-            # that matter are the rows kept now in the first window, and these rows
-            now = np.flatnonzero(np.array(kept[first:s0], dtype=bool)) + first
-            cols = np.concatenate([now, np.arange(s0, s1)])
+        if window is None:
+            dtype = _calls_dtype(g, ploidy)
+            window = _Window(g.shape[1], dtype)
+            group = np.empty((_ROWS_PER_PRODUCT, g.shape[1]), dtype=dtype)
+        for s0 in range(r0, r0 + v, _ROWS_PER_PRODUCT):
+            s1 = min(r0 + v, s0 + _ROWS_PER_PRODUCT)
+            rows = _Rows.of(g[s0 - r0 : s1 - r0], ploidy, group)
+            window.drop_before(int(lo[s0]))  # windows start no earlier further down
+            now = window.rows()
+            m = len(now.y)
+            hits = np.hstack([_r2(rows, now), _r2(rows, rows)]) > r2
+            cols = np.concatenate([window.index, np.arange(s0, s1)])
             # each row's window: from its first row up to, not including, itself
-            k = np.arange(len(cols))
+            k = np.arange(m + s1 - s0)
             starts = np.searchsorted(cols, lo[s0:s1])
-            ends = len(now) + np.arange(s1 - s0)
-            hits = _r2(ctx, np.arange(s0, s1), cols) > r2
-            hits &= (k >= starts[:, None]) & (k < ends[:, None])
+            hits &= (k >= starts[:, None]) & (k < (m + np.arange(s1 - s0))[:, None])
             cols_l = cols.tolist()
+            maf = [*now.maf.tolist(), *rows.maf.tolist()]
             any_hit = np.asarray(hits.any(axis=1)).tolist()
             for j, row, some in zip(range(s0, s1), hits, any_hit, strict=True):
                 alive = True
@@ -317,22 +386,18 @@ def prune_blocks(
                     i = cols_l[h]
                     if not kept[i]:
                         continue
-                    if maf[i] < maf[j]:
+                    if maf[h] < maf[m + j - s0]:
                         kept[i] = False
                     else:
                         alive = False
                         break
                 kept[j] = alive
-        kept_ctx = np.array(kept, dtype=bool)
-        keep[ctx_idx] = kept_ctx
-        # Carry the kept variants a later one can still reach: within the window of the
-        # block's last (later coordinates are not smaller).
-        reach = np.flatnonzero(kept_ctx & (genome[ctx_idx[-1]] - ctx_genome < window_bp))
-        carry_idx, carry = ctx_idx[reach], [ctx.take(reach)]
+            alive_rows = np.flatnonzero(kept[s0:s1])
+            window.append(rows, alive_rows, s0 + alive_rows)
         r0 += v
     if r0 != V:
         raise ValueError(f"the blocks hold {r0} rows, not the {V} variants")
-    return keep
+    return np.array(kept, dtype=bool)
 
 
 def _contig_runs(contig: np.ndarray, position: np.ndarray) -> np.ndarray:
