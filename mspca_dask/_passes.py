@@ -143,21 +143,28 @@ def _small(values: np.ndarray) -> da.Array:
 
 
 def _as_aligned(block: Any, dtype: Any = np.float64) -> Any:
-    """The chunk (or a small operand) as a C-ordered, aligned ``dtype`` (float64) array.
+    """The chunk (or a small operand) as an aligned ``dtype`` (float64) array, C-ordered
+    unless it is F-ordered already.
 
     Copied only when it is not one already.  This matters for reproducibility, not only for
     speed: an array deserialized from a transfer between workers can start at any byte, and
     NumPy multiplies misaligned arrays with its own loops instead of BLAS, which sum in a
     different order — the same task then gave results that differed in the last bits
-    depending on whether its inputs had travelled.
+    depending on whether its inputs had travelled.  An F-ordered chunk (the transpose of a
+    C-ordered one, as the genotype standardisation makes them) stays F-ordered: BLAS reads
+    it transposed without a copy, and a transfer keeps its order, so the task sums in the
+    same order wherever it runs.
 
     A sparse chunk is densified here (:func:`_dense`), inside the task: only the chunk is
     ever dense, and it is the same dense array a dense input would have given.
     """
-    out = _dense(block).astype(dtype, order="C", copy=False)
+    out = _dense(block)
+    flags = getattr(out, "flags", None)
+    order = "F" if flags is not None and flags.f_contiguous and not flags.c_contiguous else "C"
+    out = out.astype(dtype, order=order, copy=False)
     # NumPy arrays can be misaligned; CuPy allocations always are aligned (no such flag)
     if not getattr(getattr(out, "flags", None), "aligned", True):
-        out = out.copy()
+        out = out.copy(order=order)
     return out
 
 
@@ -308,8 +315,9 @@ def _stats_kernel(block: Any) -> tuple[Any, Any]:
     along each side.
 
     Sums accumulate in float64 straight from the stored dtype (no float64 copy of the chunk),
-    over the chunk C-ordered and aligned (copied only when it is not: the order of the sums,
-    and so their last bits, must not depend on how the chunk arrived).
+    over the chunk aligned, in the order :func:`_as_aligned` fixes (copied only when it is
+    not: the order of the sums, and so their last bits, must not depend on how the chunk
+    arrived).
     """
     block = _as_aligned(block, block.dtype)
     xp = _namespace(block)

@@ -107,6 +107,33 @@ def test_pass_graph__kernels_read_each_chunk_itself_not_a_copy(monkeypatch) -> N
     np.testing.assert_allclose(out["col_sum"], X.sum(axis=0), rtol=1e-12)
 
 
+@pytest.mark.parametrize("order", ["C", "F"])
+def test_as_aligned__keeps_a_contiguous_chunk_and_its_bits_through_a_transfer(order) -> None:
+    """An F-ordered chunk (the transpose of a C-ordered one) is multiplied in place; after a
+    transfer between workers (which keeps the order) or with misaligned bytes, the kernel's
+    results are the same to the bit."""
+    from distributed.protocol import deserialize, serialize
+
+    from mspca_dask._passes import _as_aligned, _krylov_kernel
+
+    rng = np.random.default_rng(4)
+    block = np.asarray(rng.standard_normal((300, 40)).astype(np.float32), order=order)
+    assert _as_aligned(block, np.float32) is block
+    travelled = deserialize(*serialize(block))
+    assert travelled.flags.f_contiguous == (order == "F")
+    # the same bytes one past an aligned start, as a frame inside a message can land
+    raw = np.empty(block.nbytes + 1, dtype=np.uint8)[1:]
+    misaligned = np.ndarray(block.shape, block.dtype, buffer=raw.data, strides=block.strides)
+    misaligned[...] = block
+    assert not misaligned.flags.aligned
+    V = rng.standard_normal((40, 6))
+    for single in (True, False):
+        here = _krylov_kernel(block, V, single)
+        for other in (travelled, misaligned):
+            for a, b in zip(here, _krylov_kernel(other, V, single), strict=True):
+                np.testing.assert_array_equal(a, b)
+
+
 def test_pass_graph__one_task_reads_each_chunk_for_every_product() -> None:
     # a chunk read by one task per product stayed in memory until the last of them ran, and
     # a cluster's scheduler ran them far apart: every chunk of a pass was held at once
