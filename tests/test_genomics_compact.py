@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 
 from mspca_dask._execution import Executor
+from mspca_dask._passes import orient
 from mspca_dask.errors import ParameterError
 from mspca_dask.genomics import compact as _compact
 from mspca_dask.genomics import preprocess
@@ -159,6 +160,24 @@ def test_standardized__equals_the_float64_path_to_float32_rounding() -> None:
     assert got.dtype == np.float32 and got.shape == (31, 50)
     np.testing.assert_allclose(got.compute(), want, rtol=2e-6, atol=2e-6)
     assert np.all(got.compute()[want == 0] == 0)  # missing calls sit exactly at the centre
+
+
+@pytest.mark.parametrize("has_missing", [False, True])
+def test_standardized__a_held_matrix_with_more_samples_than_variants_spans_the_variants(
+    has_missing: bool,
+) -> None:
+    rng = np.random.default_rng(5)
+    arr = rng.integers(-1 if has_missing else 0, 3, size=(40, 9000)).astype(np.int8)
+    centre, scale = rng.uniform(0.2, 1.8, 40), rng.uniform(0.3, 1.0, 40)
+    by_rows = _compact._blocks_of(arr, 13, "by-rows")
+    held = _compact.CompactCalls(by_rows, "memory", None, has_missing, arr.nbytes, arr)
+    not_held = _compact.CompactCalls(by_rows, "memory", None, has_missing, arr.nbytes)
+    got = _compact.standardized(held, centre, scale)
+    assert got.numblocks[1] == 1 and got.numblocks[0] > 1  # chunks span all variants
+    assert orient(got).dual is False  # the fit's operator: the variants' side
+    want = _compact.standardized(not_held, centre, scale)
+    assert want.numblocks[0] == 1 and orient(want).dual is True
+    np.testing.assert_array_equal(got.compute(), want.compute())
 
 
 def test_standardized__raises_on_a_non_positive_scale() -> None:

@@ -246,8 +246,8 @@ def _pruned(
     rows = np.flatnonzero(keep)
     n_cols = int(compact.calls.shape[1])
     chunk = _compact._row_chunk(len(rows), n_cols, cfg.workers)
-    if compact.where == "memory":  # gathered once, in this process: no pass over the store
-        arr = np.ascontiguousarray(compact.calls[rows].compute(scheduler="sync"))
+    if compact.held is not None:  # gathered once, in this process: no pass over the store
+        arr = compact.held[rows]
         pruned = _compact._held(
             arr, chunk, "genomics-ld-kept", cfg.memory_budget, compact.has_missing
         )

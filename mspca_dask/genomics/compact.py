@@ -867,6 +867,8 @@ class CompactCalls:
     has_missing : bool
         Whether any kept call is missing (else standardisation skips the mask).
     nbytes : int
+    held : (n_kept_variants, n_kept_samples) int8 ndarray or None
+        The matrix itself when it is in memory (the blocks of ``calls`` are views of it).
     """
 
     calls: da.Array
@@ -874,6 +876,7 @@ class CompactCalls:
     path: Path | None
     has_missing: bool
     nbytes: int
+    held: np.ndarray | None = None
 
 
 def _in_memory(
@@ -923,19 +926,26 @@ def _held(
         None,
         has_missing,
         int(arr.nbytes),
+        arr,
     )
 
 
-def _blocks_of(arr: np.ndarray, rows: int, name: str) -> da.Array:
-    """``arr`` as a dask array of row blocks that are views of it (no copy, no hashing).
+def _blocks_of(arr: np.ndarray, rows: int, name: str, axis: int = 0) -> da.Array:
+    """``arr`` as a dask array of row blocks (``axis=1``: column blocks) that are views of
+    it (no copy, no hashing).
 
     ``da.from_array`` copies a NumPy array and hashes it for its name: 1 s on the benchmark
     cohort's 264 MB matrix, which is the job's own and never changes while it is used.
     """
-    n_rows, n_cols = arr.shape
-    starts = range(0, max(n_rows, 1), rows)
-    graph = {(name, i, 0): arr[r0 : r0 + rows] for i, r0 in enumerate(starts)}
-    chunks = (tuple(max(0, min(rows, n_rows - r0)) for r0 in starts), (n_cols,))
+    size = arr.shape[axis]
+    starts = range(0, max(size, 1), rows)
+    spans = tuple(max(0, min(rows, size - r0)) for r0 in starts)
+    if axis == 0:
+        graph = {(name, i, 0): arr[r0 : r0 + rows] for i, r0 in enumerate(starts)}
+        chunks = (spans, (arr.shape[1],))
+    else:
+        graph = {(name, 0, i): arr[:, r0 : r0 + rows] for i, r0 in enumerate(starts)}
+        chunks = ((arr.shape[0],), spans)
     return da.Array(graph, name, chunks, meta=arr[:0, :0])
 
 
@@ -1151,8 +1161,9 @@ def _standardize_block(
 ) -> np.ndarray:
     """Chunk function: ``(v, s)`` int8 calls → ``(s, v)`` float32 ``g/s − 2p/s``, missing → 0.
 
-    Returned as the transpose of a C-ordered ``(v, s)`` array, so that the fit's dual
-    orientation (``M = Xᵀ``) sees C-ordered chunks without a copy.
+    Returned as the transpose of a C-ordered ``(v, s)`` array: the fit's dual orientation
+    (``M = Xᵀ``) sees C-ordered chunks, the primal F-ordered ones, both read by BLAS
+    without a copy.
     """
     z = calls.astype(np.float32)
     z *= inv_scale[:, None]
@@ -1176,19 +1187,28 @@ def standardized(compact: CompactCalls, centre: np.ndarray, scale: np.ndarray) -
     Returns
     -------
     (n_samples, n_variants) dask array of float32
-        Chunks span all samples; a missing call is 0 (imputed at the centre), as in
+        Chunks span all samples, or all variants when the matrix is in memory and has
+        more samples than variants (the fit's operator is then the variants' side, as
+        :func:`mspca_dask._passes.orient` picks from the chunks); a missing call is 0
+        (imputed at the centre), as in
         :func:`mspca_dask.genomics.preprocess.standardize`, whose float64 values these equal to
         float32 rounding.
     """
-    nv = int(compact.calls.shape[0])
+    nv, ns = (int(n) for n in compact.calls.shape)
     centre, scale = preprocess.checked_centre_scale(nv, centre, scale)
-    rows = compact.calls.chunks[0]
+    calls = compact.calls
+    if compact.held is not None and ns > nv:
+        # chunks spanning all variants: the fit takes the smaller side, the variants, as its
+        # operator space (its basis is then variants long, not samples long)
+        width = _row_chunk(ns, nv)
+        calls = _blocks_of(compact.held, width, f"genomics-by-samples-{uuid.uuid4().hex}", 1)
+    rows = calls.chunks[0]
     inv = da.from_array((1.0 / scale).astype(np.float32), chunks=(rows,))
     shift = da.from_array((centre / scale).astype(np.float32), chunks=(rows,))
     return da.blockwise(
         _standardize_block,
         "sv",
-        compact.calls,
+        calls,
         "vs",
         inv,
         "v",
