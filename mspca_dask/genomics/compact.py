@@ -230,9 +230,9 @@ def _sum_type(largest: int) -> type[np.integer[Any]]:
 _SUM_BYTES = 2**20
 
 
-def _row_slices(n_rows: int, n_cols: int) -> range:
-    """Starts of the row slices of :data:`_SUM_BYTES` calls each (one row at least)."""
-    return range(0, n_rows, max(1, _SUM_BYTES // max(n_cols, 1)))
+def _slice_rows(n_cols: int) -> int:
+    """Rows per slice of :data:`_SUM_BYTES` calls (one row at least)."""
+    return max(1, _SUM_BYTES // max(n_cols, 1))
 
 
 def _variant_stats_block(calls: np.ndarray, ref: np.ndarray | None) -> np.ndarray:
@@ -269,10 +269,10 @@ def _variant_stats_block(calls: np.ndarray, ref: np.ndarray | None) -> np.ndarra
     row_t = _sum_type(n_cols * bound)
     excess_t = _sum_type(2 * n_cols) if by_bits else _sum_type(n_cols * bound * bound)
     sub_t = _sum_type((0 if cols is None else len(cols)) * bound)
-    step = max(1, _SUM_BYTES // max(n_cols, 1))
+    step = _slice_rows(n_cols)
     buf = np.empty(min(n_rows, step) * n_cols, dtype=np.int8)
     sub_buf = np.empty(0 if cols is None else min(n_rows, step) * len(cols), dtype=np.int8)
-    for r0 in _row_slices(n_rows, n_cols):
+    for r0 in range(0, n_rows, step):
         part = calls[r0 : r0 + step]
         rows = slice(r0, r0 + len(part))
         work = buf[: part.size].reshape(part.shape)
@@ -302,19 +302,22 @@ def _variant_stats_block(calls: np.ndarray, ref: np.ndarray | None) -> np.ndarra
     return np.stack(parts, axis=1).astype(np.float64)[:, None, :]
 
 
-def _sample_stats_block(calls: np.ndarray) -> np.ndarray:
+def _sample_stats_block(calls: np.ndarray, has_missing: bool | None = None) -> np.ndarray:
     """Chunk function: ``(1, s)`` called variants per sample in this chunk.
 
     Missing calls (``-1``) are counted by their sign bit, slice by slice of rows (as in
-    :func:`_variant_stats_block`).
+    :func:`_variant_stats_block`).  ``has_missing``: whether the chunk has any, when the
+    caller knows it (from the per-variant counts); else the chunk's minimum tells.
     """
     n_rows, n_cols = calls.shape
     called = np.full((1, n_cols), n_rows, dtype=np.int64)
-    if calls.size == 0 or int(calls.min()) >= 0:
+    if has_missing is None:
+        has_missing = calls.size > 0 and int(calls.min()) < 0
+    if not has_missing:
         return called
-    step = max(1, _SUM_BYTES // max(n_cols, 1))
+    step = _slice_rows(n_cols)
     buf = np.empty(min(n_rows, step) * n_cols, dtype=np.int8)
-    for r0 in _row_slices(n_rows, n_cols):
+    for r0 in range(0, n_rows, step):
         part = calls[r0 : r0 + step]
         work = np.right_shift(part, 7, out=buf[: part.size].reshape(part.shape))
         called[0] += work.sum(axis=0, dtype=_sum_type(len(part)))
@@ -684,7 +687,7 @@ def _raw_statistics_block(
     else:
         calls = _row_calls(decoder, i)
         stats = _stats_and_part(calls, ref, filt, root, i, held)
-        per_sample = _sample_stats_block(calls)
+        per_sample = _sample_stats_block(calls, bool((stats[:, 1] < calls.shape[1]).any()))
     out = np.empty(1, dtype=object)
     out[0] = (stats, per_sample)
     return out
@@ -738,7 +741,7 @@ def _stats_and_part_by_columns(
         calls = _chunk_calls(decoder, i, j)
         part = _variant_stats_block(calls, None if ref is None else ref[c0:c1])[:, 0, :]
         stats = part if stats is None else stats + part
-        per_sample.append(_sample_stats_block(calls))
+        per_sample.append(_sample_stats_block(calls, bool((part[:, 1] < calls.shape[1]).any())))
     assert stats is not None
     cand = filt.keep(stats[:, 0], stats[:, 1])
     n_cand, width = int(cand.sum()), spans[0][1] - spans[0][0]
