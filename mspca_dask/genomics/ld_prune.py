@@ -196,20 +196,26 @@ def _calls_dtype(g: np.ndarray, ploidy: int) -> np.dtype[Any]:
     return np.dtype(np.float32 if exact else np.float64)
 
 
+#: The per-row moments of :class:`_Rows`, in their field order.
+_MOMENTS = ("n_called", "total", "mean", "var", "maf")
+
+
 class _Window:
     """The variants kept so far that later ones can still reach, their rows contiguous.
 
     Rows are appended in the store's order and dropped from the front once out of reach;
     a row removed by a later variant stays until then (its r² are computed, and ignored).
-    So the kept variants of a window are one slice of :attr:`rows`, with no gather.
+    So the kept variants of a window are one slice of :attr:`rows`, with no gather.  Every
+    array holds one row per variant; the called masks only once a row with a missing call
+    is appended (a complete row's mask is never read).
     """
 
     def __init__(self, n: int, dtype: np.dtype[Any]) -> None:
         self._y = np.empty((64, n), dtype=dtype)
-        self._called = np.ones((0, n), dtype=bool)
         self._index = np.zeros(64, dtype=np.int64)
-        self._moments = np.zeros((5, 64))  # n_called, total, mean, var, maf
+        self._moments = np.zeros((64, len(_MOMENTS)))
         self._complete = np.ones(64, dtype=bool)
+        self._called = np.ones((0, n), dtype=bool)
         self._start = self._end = 0
 
     @property
@@ -221,8 +227,8 @@ class _Window:
         a, b = self._start, self._end
         complete = self._complete[a:b]
         mask_of = np.where(complete, -1, np.arange(b - a))
-        masks = self._called[a:b] if not complete.all() else np.ones((0, self._y.shape[1]), bool)
-        return _Rows(self._y[a:b], mask_of, masks, *self._moments[:, a:b])
+        masks = self._called[a:b] if not complete.all() else self._called[:0]
+        return _Rows(self._y[a:b], mask_of, masks, *self._moments[a:b].T)
 
     def drop_before(self, first: int) -> None:
         """Forget the variants before store row ``first``."""
@@ -233,34 +239,26 @@ class _Window:
         k = len(which)
         if not k:
             return
-        live = self._end - self._start
+        mask_of = rows.mask_of[which]
+        if (mask_of >= 0).any() and not len(self._called):
+            self._called = np.empty((len(self._index), self._y.shape[1]), dtype=bool)
         if self._end + k > len(self._index):  # move the live rows to the front, grow if full
+            live = self._end - self._start
             size = max(len(self._index), 2 * (live + k))
-            for name in ("_y", "_index", "_complete"):
+            for name in ("_y", "_index", "_moments", "_complete", "_called"):
                 old = getattr(self, name)
-                new = np.empty((size, *old.shape[1:]), dtype=old.dtype)
-                new[:live] = old[self._start : self._end]
-                setattr(self, name, new)
-            moments = np.empty((5, size))
-            moments[:, :live] = self._moments[:, self._start : self._end]
-            self._moments = moments
-            if len(self._called):
-                called = np.ones((size, self._called.shape[1]), dtype=bool)
-                called[:live] = self._called[self._start : self._end]
-                self._called = called
+                if len(old):
+                    new = np.empty((size, *old.shape[1:]), dtype=old.dtype)
+                    new[:live] = old[self._start : self._end]
+                    setattr(self, name, new)
             self._start, self._end = 0, live
         a, b = self._end, self._end + k
         self._y[a:b] = rows.y[which]
         self._index[a:b] = index
-        for i, f in enumerate(("n_called", "total", "mean", "var", "maf")):
-            self._moments[i, a:b] = getattr(rows, f)[which]
-        mask_of = rows.mask_of[which]
+        self._moments[a:b] = np.column_stack([getattr(rows, f)[which] for f in _MOMENTS])
         self._complete[a:b] = mask_of < 0
-        if (mask_of >= 0).any():
-            if not len(self._called):
-                self._called = np.ones((len(self._index), self._y.shape[1]), dtype=bool)
-            self._called[a:b] = True
-            has = np.flatnonzero(mask_of >= 0)
+        has = np.flatnonzero(mask_of >= 0)
+        if len(has):
             self._called[a + has] = rows.masks[mask_of[has]]
         self._end = b
 
