@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import math
 import re
+import subprocess
+import sys
 import warnings
 
 import dask
@@ -463,6 +465,26 @@ def test_fit__randomized_warns_when_pass_budget_is_too_small(small):
         mspca_dask.fit(
             small.to_numpy(), n_components=5, solver="randomized", location=None, max_passes=3
         )
+
+
+def test_fit__with_groups_does_not_import_scipy_stats():
+    # importing scipy.stats costs more than most verdicts: the rank test is the package's own
+    code = (
+        "import sys\n"
+        "import numpy as np\n"
+        "import mspca_dask\n"
+        "rng = np.random.default_rng(0)\n"
+        "X = rng.standard_normal((1000, 200))\n"
+        "X[:100, 0] += 6.0\n"
+        "X[:, 1] *= 3.0\n"
+        "res = mspca_dask.fit(X)\n"
+        "print(res.n_groups, 'scipy.stats' in sys.modules)\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-W", "ignore", "-c", code], capture_output=True, text=True, timeout=300
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == ["2", "False"]
 
 
 def test_fit__opening_a_source_computes_nothing(small):

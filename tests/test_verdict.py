@@ -34,6 +34,7 @@ from mspca_dask.verdict.groups import independent_axes
 from mspca_dask.verdict.mixture import fit_mixture, select_mixture
 from mspca_dask.verdict.origin import origin_is_centre
 from mspca_dask.verdict.pairs import f_deviate, own_spread_p
+from mspca_dask.verdict.ranks import mann_whitney_greater, u_distribution
 from mspca_dask.verdict.twins import critical_bandwidth, unimodal_twins
 
 
@@ -770,6 +771,29 @@ def test_own_spread_test_does_not_depend_on_the_scale_or_order_of_the_scores():
     order = np.random.default_rng(1).permutation(T.shape[0])
     p = own_spread_p(T, labels, np.ones(2))
     np.testing.assert_allclose(own_spread_p(3.0 * T[order] + 1.0, labels[order], np.ones(2)), p)
+
+
+@pytest.mark.parametrize(
+    ("m", "n", "tied"),
+    [(3, 40, False), (8, 2000, False), (12, 7, False), (9, 30, False), (20, 500, False),
+     (5, 60, True), (40, 900, True)],
+)  # fmt: skip
+def test_rank_test_is_scipys_one_sided_mann_whitney(m, n, tied):
+    # exact (a side of at most eight, no ties) and normal with tie and continuity corrections
+    rng = np.random.default_rng(m * 1000 + n)
+    for shift in (0.0, 0.5, 1.5, -1.0):
+        x, y = rng.standard_normal(m) + shift, rng.standard_normal(n)
+        if tied:
+            x, y = np.round(x, 1), np.round(y, 1)
+        want = stats.mannwhitneyu(x, y, alternative="greater").pvalue
+        np.testing.assert_allclose(mann_whitney_greater(x, y), want, rtol=1e-9, atol=1e-15)
+
+
+def test_rank_test_exact_distribution_sums_to_one_and_is_symmetric():
+    pmf = u_distribution(7, 23)
+    assert pmf.size == 7 * 23 + 1
+    np.testing.assert_allclose(pmf.sum(), 1.0, rtol=1e-12)
+    np.testing.assert_allclose(pmf, pmf[::-1], rtol=1e-9)
 
 
 def _spike_beside_a_spread_batch(

@@ -31,10 +31,10 @@ from dataclasses import dataclass
 
 import numpy as np
 from scipy.special import betaln, fdtr, fdtrc, ndtri, ndtri_exp
-from scipy.stats import mannwhitneyu
 
 from .knockoff import max_overlap_assignment
 from .levels import MIN_CARRIED_COSINE
+from .ranks import mann_whitney_greater
 
 __all__ = [
     "VERDICTS",
@@ -230,7 +230,7 @@ def own_spread_p(scores: np.ndarray, labels: np.ndarray, scales: np.ndarray) -> 
             continue
         own, base = logs(rows, u / norm), logs(inliers, u / norm)
         reference = 0.0 if k > 1 else math.log(scales[g] / scales[0])
-        p[g] = float(mannwhitneyu(own - reference, base, alternative="greater").pvalue)
+        p[g] = mann_whitney_greater(own - reference, base)
     return p
 
 
