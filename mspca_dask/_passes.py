@@ -115,7 +115,9 @@ def orient(X: da.Array, *, dual: bool | None = None) -> Oriented:
             dual = n < d
     M = X.T if dual else X
     if M.numblocks[1] != 1:
-        M = M.rechunk({1: -1})
+        # a streaming merge on any scheduler (naming the method also spares dask importing
+        # ``distributed`` to choose one)
+        M = M.rechunk({1: -1}, method="tasks")
     return Oriented(M=M, dual=bool(dual), n_samples=n, n_features=d)
 
 

@@ -467,24 +467,27 @@ def test_fit__randomized_warns_when_pass_budget_is_too_small(small):
         )
 
 
-def test_fit__with_groups_does_not_import_scipy_stats():
-    # importing scipy.stats costs more than most verdicts: the rank test is the package's own
+def test_fit__threaded_with_groups_imports_neither_scipy_stats_nor_distributed():
+    # start-up: importing either costs more than most verdicts (the rank test is the
+    # package's own; merging column chunks names its rechunk method, which dask would
+    # otherwise import distributed to choose)
     code = (
         "import sys\n"
+        "import dask.array as da\n"
         "import numpy as np\n"
         "import mspca_dask\n"
         "rng = np.random.default_rng(0)\n"
         "X = rng.standard_normal((1000, 200))\n"
         "X[:100, 0] += 6.0\n"
         "X[:, 1] *= 3.0\n"
-        "res = mspca_dask.fit(X)\n"
-        "print(res.n_groups, 'scipy.stats' in sys.modules)\n"
+        "res = mspca_dask.fit(da.from_array(X, chunks=(250, 100)), scheduler='threads')\n"
+        "print(res.n_groups, 'scipy.stats' in sys.modules, 'distributed' in sys.modules)\n"
     )
     proc = subprocess.run(
         [sys.executable, "-W", "ignore", "-c", code], capture_output=True, text=True, timeout=300
     )
     assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.split() == ["2", "False"]
+    assert proc.stdout.split() == ["2", "False", "False"]
 
 
 def test_fit__opening_a_source_computes_nothing(small):

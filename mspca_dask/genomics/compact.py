@@ -611,7 +611,8 @@ def statistics_and_candidates(
     """
     ns = int(calls.shape[1])
     if calls.numblocks[1] > 1:
-        calls = calls.rechunk({1: -1})  # streaming: each row of chunks merges on its own
+        # streaming: each row of chunks merges on its own, on any scheduler
+        calls = calls.rechunk({1: -1}, method="tasks")
     ref = _checked_reference(reference, ns)
     k = 4 if ref is None else 6
     per_variant = da.map_blocks(
