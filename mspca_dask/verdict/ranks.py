@@ -68,8 +68,8 @@ def mann_whitney_greater(x: np.ndarray, y: np.ndarray) -> float:
     """
     x, y = np.asarray(x, dtype=float).ravel(), np.asarray(y, dtype=float).ravel()
     m, n = x.size, y.size
-    _values, inverse, ties = np.unique(np.concatenate([x, y]), return_inverse=True,
-                                       return_counts=True)  # fmt: skip
+    both = np.concatenate([x, y])
+    _values, inverse, ties = np.unique(both, return_inverse=True, return_counts=True)
     average = np.cumsum(ties) - (ties - 1) / 2.0  # each distinct value's mean rank
     U = float(average[inverse[:m]].sum()) - m * (m + 1) / 2.0
     if min(m, n) <= EXACT_MAX and not np.any(ties > 1):
