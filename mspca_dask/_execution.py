@@ -71,6 +71,7 @@ __all__ = [
     "connect_timeout",
     "JOB_SCHEDULERS",
     "job_scheduler",
+    "local_get",
     "worker_timeout",
 ]
 
@@ -81,7 +82,7 @@ _LOCAL_SCHEDULERS = ("threads", "threading", "sync", "synchronous", "single-thre
 _POLL_SECONDS = 0.5
 
 
-def _local_get(name: str) -> Any:
+def local_get(name: str) -> Any:
     """The ``get`` function of a local scheduler's name (the name itself if dask has no such).
 
     ``dask.compute(scheduler="threads")`` imports ``distributed`` to look for a client before
@@ -345,7 +346,7 @@ class Executor:
             else:
                 with self._local_progress(name), self._blas_limit(named.n_chunks):
                     values = dask.compute(
-                        *arrays, scheduler=_local_get(self._local), optimize_graph=optimize
+                        *arrays, scheduler=local_get(self._local), optimize_graph=optimize
                     )
         except (ChunkReadError, SchedulerError):
             raise

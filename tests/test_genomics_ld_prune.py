@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -128,6 +129,23 @@ def test_prune_blocks__a_window_across_a_chunk_border_prunes_the_pair() -> None:
     # Outside the window both copies stay; r2 = 1 never prunes.
     assert prune_blocks(blocks, contig, pos, window_bp=500, r2=0.5).all()
     assert prune_blocks(blocks, contig, pos, window_bp=10**9, r2=1.0).all()
+
+
+def test_prune_dask__reads_its_blocks_without_importing_distributed() -> None:
+    # a named local scheduler makes dask import distributed to look for a client
+    code = (
+        "import sys\n"
+        "import dask.array as da\n"
+        "import numpy as np\n"
+        "from mspca_dask.genomics.ld_prune import prune_dask\n"
+        "g = np.random.default_rng(0).integers(0, 3, (40, 30)).astype(np.int8)\n"
+        "keep, _ = prune_dask(da.from_array(g, chunks=(10, 30)), np.zeros(40, np.int64),\n"
+        "                     np.arange(40) * 100, window_bp=1000, r2=0.2)\n"
+        "print(int(keep.sum()) > 0, 'distributed' in sys.modules)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["True", "False"]
 
 
 def test_prune_blocks__unsorted_positions_are_refused() -> None:

@@ -425,8 +425,11 @@ def _contig_runs(contig: np.ndarray, position: np.ndarray) -> np.ndarray:
 
 def _blocks_in_order(calls: Any) -> Iterator[np.ndarray]:
     """The row blocks of a dask array, computed one at a time in this process."""
+    from .._execution import local_get
+
+    sync = local_get("sync")
     for i in range(calls.numblocks[0]):
-        yield np.asarray(calls.blocks[i].compute(scheduler="sync"))
+        yield np.asarray(calls.blocks[i].compute(scheduler=sync))
 
 
 def prune_dask(
