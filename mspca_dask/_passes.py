@@ -311,29 +311,18 @@ def _finite_part(block: Any) -> tuple[Any, Any]:
     return xp.where(bad, 0, block), bad
 
 
-#: Bytes of the float64 buffers the statistics of a NumPy chunk go through, a few rows at a
-#: time: small enough to be reused from the allocator's pool (a chunk-sized temporary is
-#: mapped and zeroed afresh on every task).
-_STATS_BUFFER_BYTES = 2**20
-
-
 def _stats_kernel(block: Any) -> tuple[Any, Any]:
-    """Both sides' statistics of one chunk, ``(columns (1, 3, p), rows (rows, 3))``: sums,
-    sums of squares and non-finite counts along each side, in float64.
+    """Both sides' statistics of one chunk from one finiteness check,
+    ``(columns (1, 3, p), rows (rows, 3))``: sums, sums of squares and non-finite counts
+    along each side.
 
-    The sums run over the chunk aligned, in the order :func:`_as_aligned` fixes (copied only
-    when it is not: the order of the sums, and so their last bits, must not depend on how the
-    chunk arrived).  A NumPy chunk of floats goes through small float64 buffers
-    (:func:`_buffered_stats`), where finite sums of squares show every value finite; any
-    other chunk, or one with a non-finite value, takes one finiteness check and
-    up-casting reductions.
+    Sums accumulate in float64 straight from the stored dtype (no float64 copy of the chunk),
+    over the chunk aligned, in the order :func:`_as_aligned` fixes (copied only when it is
+    not: the order of the sums, and so their last bits, must not depend on how the chunk
+    arrived).
     """
     block = _as_aligned(block, block.dtype)
     xp = _namespace(block)
-    if xp is np and block.ndim == 2 and block.dtype in (np.float32, np.float64):
-        done = _buffered_stats(block)
-        if done is not None:
-            return done
     clean, bad = _finite_part(block)
     cols = xp.empty((1, 3, block.shape[1]), dtype=np.float64)
     cols[0, 0] = clean.sum(axis=0, dtype=np.float64)
@@ -344,40 +333,6 @@ def _stats_kernel(block: Any) -> tuple[Any, Any]:
     rows[:, 1] = xp.einsum("ij,ij->i", clean, clean, dtype=np.float64)
     rows[:, 2] = 0 if bad is None else bad.sum(axis=1)
     return _host(cols), _host(rows)
-
-
-@_quiet
-def _buffered_stats(block: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
-    """:func:`_stats_kernel`'s statistics of a NumPy chunk, a few of its contiguous lines at
-    a time through float64 buffers of :data:`_STATS_BUFFER_BYTES`; None when a sum of
-    squares is not finite (a non-finite value, or a float64 square beyond the range).
-
-    A value's square is NaN or infinite exactly when the value is not finite (a float32
-    value squares well within float64's range), so finite sums of squares need no
-    separate check of the chunk.
-    """
-    lines = block if block.flags.c_contiguous else block.T  # contiguous lines
-    m, p = lines.shape
-    step = max(1, min(m, _STATS_BUFFER_BYTES // (8 * max(p, 1))))
-    values, squares = np.empty((step, p)), np.empty((step, p))
-    across_sum, across_sq = np.zeros(p), np.zeros(p)
-    along = np.empty((m, 2))  # each line's sum and sum of squares
-    for r0 in range(0, m, step):
-        k = min(step, m - r0)
-        x, x2 = values[:k], squares[:k]
-        x[...] = lines[r0 : r0 + k]
-        np.multiply(x, x, out=x2)
-        across_sum += x.sum(axis=0)
-        across_sq += x2.sum(axis=0)
-        along[r0 : r0 + k, 0] = x.sum(axis=1)
-        along[r0 : r0 + k, 1] = x2.sum(axis=1)
-    if not (np.isfinite(along[:, 1]).all() and np.isfinite(across_sq).all()):
-        return None
-    across = np.zeros((p, 3))
-    across[:, 0], across[:, 1] = across_sum, across_sq
-    along = np.column_stack([along, np.zeros(m)])
-    rows, cols = (along, across) if lines is block else (across, along)
-    return np.ascontiguousarray(cols.T)[None], rows
 
 
 @dataclass(frozen=True)
