@@ -44,6 +44,7 @@ from collections.abc import Hashable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
+import dask
 import dask.array as da
 import numpy as np
 from dask._task_spec import Alias, Task
@@ -53,7 +54,7 @@ from dask.highlevelgraph import HighLevelGraph
 if TYPE_CHECKING:
     from dask.typing import Key
 
-__all__ = ["Oriented", "PassGraph", "orient", "pass_graph", "name_pass"]
+__all__ = ["Oriented", "PassGraph", "merged_columns", "orient", "pass_graph", "name_pass"]
 
 
 @dataclass(frozen=True)
@@ -113,12 +114,22 @@ def orient(X: da.Array, *, dual: bool | None = None) -> Oriented:
             dual = True
         else:
             dual = n < d
-    M = X.T if dual else X
-    if M.numblocks[1] != 1:
-        # a streaming merge on any scheduler (naming the method also spares dask importing
-        # ``distributed`` to choose one)
-        M = M.rechunk({1: -1}, method="tasks")
+    M = merged_columns(X.T if dual else X)
     return Oriented(M=M, dual=bool(dual), n_samples=n, n_features=d)
+
+
+def merged_columns(M: da.Array) -> da.Array:
+    """``M`` with each row of chunks merged into one chunk spanning all columns.
+
+    The rechunk method is dask's own choice, named only where dask would import
+    ``distributed`` to make it: with no method configured (``array.rechunk.method``) and
+    ``distributed`` never imported, no client can exist and dask's choice is ``"tasks"``.
+    """
+    if M.numblocks[1] == 1:
+        return M
+    unset = dask.config.get("array.rechunk.method", None) is None
+    method = "tasks" if unset and "distributed" not in sys.modules else None
+    return M.rechunk({1: -1}, method=method)
 
 
 def _big_side(values: np.ndarray, M: da.Array) -> da.Array:

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import dask
 import dask.array as da
 import numpy as np
 import pytest
 
-from mspca_dask._passes import _stats_kernel, orient, pass_graph
+from mspca_dask._passes import _stats_kernel, merged_columns, orient, pass_graph
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
@@ -30,6 +31,18 @@ def test_stats_kernel__counts_non_finite_values_and_leaves_them_out_of_the_sums(
     np.testing.assert_array_equal(rows[:, 2], [1, 1, 0, 1])
     np.testing.assert_array_equal(cols[0, 0], [3, 4, 2])
     np.testing.assert_array_equal(rows[:, 1], [2, 2, 3, 2])
+
+
+@pytest.mark.parametrize("method", ["tasks", "p2p"])
+def test_merged_columns__spans_every_column_by_the_configured_rechunk_method(method) -> None:
+    X = np.arange(48.0).reshape(8, 6)
+    with dask.config.set({"array.rechunk.method": method}):
+        M = merged_columns(da.from_array(X, chunks=(4, 3)))
+    assert M.chunks == ((4, 4), (6,))
+    p2p = any(str(name).startswith("rechunk-p2p") for name in M.dask.layers)
+    assert p2p == (method == "p2p")
+    if method == "tasks":
+        np.testing.assert_array_equal(M.compute(scheduler="sync"), X)
 
 
 def test_pass_graph__statistics_of_irregular_chunks_match_numpy() -> None:

@@ -46,7 +46,7 @@ from typing import Any
 import dask.array as da
 import numpy as np
 
-from .._passes import _pick
+from .._passes import _pick, merged_columns
 from ..errors import ParameterError, ShapeError
 from ..io.chunks import ChunkDecoder
 from . import preprocess
@@ -610,9 +610,7 @@ def statistics_and_candidates(
     second read of the raw store (:func:`compact_from_parts`).
     """
     ns = int(calls.shape[1])
-    if calls.numblocks[1] > 1:
-        # streaming: each row of chunks merges on its own, on any scheduler
-        calls = calls.rechunk({1: -1}, method="tasks")
+    calls = merged_columns(calls)  # streaming: each row of chunks merges on its own
     ref = _checked_reference(reference, ns)
     k = 4 if ref is None else 6
     per_variant = da.map_blocks(
