@@ -153,27 +153,6 @@ def test_a_split_start_parts_a_group_along_its_own_rows(seed):
     assert any(len(set(zip(lab, truth, strict=True))) == len(np.unique(lab)) == 3 for lab in labels)
 
 
-@pytest.mark.parametrize("seed", [0, 1, 2])
-def test_an_axis_cut_start_parts_a_group_displaced_along_one_axis(seed):
-    # a tenth of the rows is displaced along axis 0, and every row spreads more along axis 1:
-    # the principal axis does not part them, the best cut along one of the rows' own axes does,
-    # and EM from it finds the group, in whichever order the rows come
-    rng = np.random.default_rng(seed)
-    T = rng.standard_normal((2000, 2)) * [1.0, 3.0]
-    truth = np.arange(2000) >= 1800
-    T[truth, 0] += 6.0
-    one = fit_mixture(T, 1)
-    cut = mixture._axis_cut(T, one, 0, None)
-    assert cut is not None and cut[1, 0] - cut[0, 0] > 5.0 and abs(cut[1, 1] - cut[0, 1]) < 0.5
-    order = rng.permutation(2000)
-    np.testing.assert_allclose(mixture._axis_cut(T[order], one, 0, None), cut, atol=1e-9)
-    two = fit_mixture(T, 2, centres=cut, form="proportional")
-    assert np.mean(two.labels == truth) > 0.98
-    # with a reference, the side nearer to it stays the reference's group
-    flipped = mixture._axis_cut(-T, one, 0, (-T)[~truth].mean(axis=0))
-    assert flipped is not None and flipped[1, 0] < flipped[0, 0]
-
-
 # ---------------------------------------------------------------- the twins
 
 

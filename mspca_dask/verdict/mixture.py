@@ -296,13 +296,12 @@ def add_group(
 ) -> Mixture | None:
     """The best mixture with one group more than ``current`` (by BIC), or None.
 
-    Greedy EM (Vlassis & Likas 2002): the new group is added from three or four starts built
+    Greedy EM (Vlassis & Likas 2002): the new group is added from two or three starts built
     on ``current`` (:func:`_starts`): its means and the row it explains worst (a small, far
-    group), a group split in two along its principal axis (a balanced split), and the widest
-    group cut along the one of ``T``'s axes that parts it best; no random draw.  Each start
-    is fitted in each of ``forms``; with ``refit``, the best fit of another form is fitted
-    again in that form from the means it reached (the forms find different groups; the
-    result has one form).  A mixture with a group of fewer than
+    group), and a group split in two along its principal axis (a balanced split); no random
+    draw.  Each start is fitted in each of ``forms``; with ``refit``, the best fit of another
+    form is fitted again in that form from the means it reached (the forms find different
+    groups; the result has one form).  A mixture with a group of fewer than
     ``MIN_GROUP_ROWS`` rows is outside the model (its density is the floor's).
 
     Parameters
@@ -369,8 +368,7 @@ def _starts(
 
     Widths and axes are those of each group's own rows (their scatter about its mean, weighted
     by the responsibilities), not of its fitted covariance: in the proportional form every
-    group has the fitted shape, which two groups fitted as one do not.  Last, the widest group
-    cut along one of ``T``'s own axes (:func:`_axis_cut`)."""
+    group has the fitted shape, which two groups fitted as one do not."""
     worst = np.vstack([best.means, T[int(np.argmin(best.log_density(T)))]])
     R = best.responsibilities
     scatter = np.empty_like(best.covariances)
@@ -397,45 +395,7 @@ def _starts(
         split = np.vstack([best.means, best.means[g] - step])
         split[g] = best.means[g] + step
         starts.append(split)
-    cut = _axis_cut(T, best, widest, pinned_mean)
-    if cut is not None:
-        starts.append(cut)
     if pinned_mean is not None:
         for c in starts:
             c[0] = pinned_mean  # the inliers' group starts at the reference (or the anchor)
     return starts
-
-
-def _axis_cut(
-    T: np.ndarray, best: Mixture, g: int, pinned_mean: np.ndarray | None
-) -> np.ndarray | None:
-    """Starting means with group ``g`` cut in two along one of ``T``'s own axes: the cut
-    (a threshold on one column, both sides of at least ``MIN_GROUP_ROWS`` of ``g``'s rows)
-    whose two sides explain the largest share of that column's variance, over all columns.
-
-    On independent axes a displaced group lies along few of them, where the group's own
-    principal axis, of standardised scores, points anywhere.  The side nearer the reference
-    (else the larger side) stays group ``g``."""
-    rows = T[best.labels == g]
-    m = rows.shape[0]
-    if m < 2 * MIN_GROUP_ROWS:
-        return None
-    order = np.argsort(rows, axis=0, kind="stable")
-    sorted_rows = np.take_along_axis(rows, order, axis=0)
-    left = np.cumsum(sorted_rows, axis=0)[MIN_GROUP_ROWS - 1 : m - MIN_GROUP_ROWS]
-    size = np.arange(MIN_GROUP_ROWS, m - MIN_GROUP_ROWS + 1)[:, None]
-    total = rows.sum(axis=0)
-    between = left**2 / size + (total - left) ** 2 / (m - size) - total**2 / m
-    spread = np.maximum(((rows - total / m) ** 2).sum(axis=0), 1e-300)
-    share = between / spread
-    cut, axis = np.unravel_index(int(np.argmax(share)), share.shape)
-    low = np.zeros(m, dtype=bool)
-    low[order[: int(size[cut, 0]), axis]] = True
-    sides = [rows[low].mean(axis=0), rows[~low].mean(axis=0)]
-    if pinned_mean is not None:
-        stays = int(np.sum((sides[1] - pinned_mean) ** 2) < np.sum((sides[0] - pinned_mean) ** 2))
-    else:
-        stays = int(np.sum(~low) > np.sum(low))
-    centres = np.vstack([best.means, sides[1 - stays]])
-    centres[g] = sides[stays]
-    return centres
