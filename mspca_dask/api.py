@@ -315,6 +315,7 @@ def _result(
         eigenvalue_bounds=out.eigenvalue_bounds,
         eigenvectors=out.eigenvectors,
         pca_eigenvectors=out.pca_eigenvectors,
+        component_variances=out.component_variances,
         scores=out.scores,
         location=out.location,
         noise_variance=out.noise_variance,

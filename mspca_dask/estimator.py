@@ -155,9 +155,10 @@ class MeanShiftPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstima
     result_ : MSPCAResult
         The full result of :func:`mspca_dask.fit` (every eigenpair, verdict and reason).
     components_ : ndarray of shape ``(n_components_, n_features)``
-        The components :meth:`transform` projects on, as unit rows, by descending
-        eigenvalue, with deterministic signs: the stable (covariance) eigenvectors, and
-        with ``n_features_out`` the bulk ones that complete them.
+        The components :meth:`transform` projects on, as unit rows with deterministic
+        signs: the stable (covariance) eigenvectors in the order of ``result_.components``
+        (by descending variance within the groups), and with ``n_features_out`` the bulk
+        ones that complete them, by descending eigenvalue.
     components_index_ : ndarray of shape ``(n_components_,)``, dtype int
         The index of each component among the ``K`` eigenpairs examined
         (``components_ == result_.eigenvectors[components_index_]``).
@@ -476,14 +477,14 @@ class MeanShiftPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstima
 
     def _output_index(self, res: MSPCAResult) -> np.ndarray:
         """Indices, among the ``K`` eigenpairs, of the components :meth:`transform` uses."""
-        stable = np.flatnonzero(np.asarray(res.stable, dtype=bool))
+        stable = res.component_index
         if self.n_features_out is None:
             return stable
         width = int(self.n_features_out)
         bulk = np.flatnonzero(~np.asarray(res.stable, dtype=bool) & ~np.asarray(res.candidate))
         # Bulk eigenpairs, as PCA would keep them, complete the width; a mean-shift or an
         # undetermined one never does: leaving those out is what the estimator is for.
-        chosen = np.sort(np.concatenate([stable[:width], bulk[: max(width - stable.size, 0)]]))
+        chosen = np.concatenate([stable[:width], bulk[: max(width - stable.size, 0)]])
         if chosen.size < width:
             n_shift = int(res.n_components - stable.size - bulk.size)
             raise ParameterError(

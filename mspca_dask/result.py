@@ -141,6 +141,13 @@ class MSPCAResult:
         rows, the partners of :attr:`eigenvalues`: plain PCA's axes (the same as
         :attr:`eigenvectors` where no displaced group was found).  None in results written
         before it was stored.
+    component_variances : (K,) ndarray or None
+        The variance of each stable pair's component with the groups' shifts removed: the
+        eigenvalue of the within-group spike it carries (at the inliers' scale), else its
+        eigenvalue; NaN where the pair is not stable.  :attr:`components` are ordered by
+        it: a spike's order among the covariance components is its order in the covariance
+        within the groups, which a group's shift or extra spread does not change.  None in
+        results written before it was stored.
     location : (d,) ndarray or None
         Location subtracted from every sample before the analysis; None when the data
         were analysed as they are.
@@ -286,6 +293,7 @@ class MSPCAResult:
     group_centre: str | None = None
     within_samples: int | None = None
     pca_eigenvectors: np.ndarray | None = None
+    component_variances: np.ndarray | None = None
 
     # ---------------------------------------------------------------- validation
     def __post_init__(self) -> None:
@@ -330,6 +338,7 @@ class MSPCAResult:
             "eigenvalue_bounds": (K,),
             "eigenvectors": (K, d),
             "pca_eigenvectors": (K, d),
+            "component_variances": (K,),
             "scores": (n, K),
             "location": (d,),
             "knockoff_match": (B, K),
@@ -348,6 +357,7 @@ class MSPCAResult:
                 "pair_verdicts",
                 "groups",
                 "pca_eigenvectors",
+                "component_variances",
                 "sample_coords",
                 "feature_coords",
             ):
@@ -472,9 +482,22 @@ class MSPCAResult:
         return self.eigenvalues
 
     @property
+    def component_index(self) -> np.ndarray:
+        """(n_stable,) int ndarray: the stable eigenpairs in the order of :attr:`components`,
+        by descending :attr:`component_variances` (eigenvalue order in results written
+        before they were stored)."""
+        stable = np.flatnonzero(np.asarray(self.stable))
+        if self.component_variances is None:
+            return stable
+        variances = np.asarray(self.component_variances, dtype=float)[stable]
+        return stable[np.argsort(-variances, kind="stable")]
+
+    @property
     def components(self) -> np.ndarray:
-        """(n_stable, d) ndarray: the stable eigenvectors ("covariance", "mixed"), as rows."""
-        return np.asarray(self.eigenvectors)[np.asarray(self.stable)]
+        """(n_stable, d) ndarray: the stable eigenvectors ("covariance", "mixed"), as rows,
+        the covariance components by descending variance within the groups
+        (:attr:`component_index`)."""
+        return np.asarray(self.eigenvectors)[self.component_index]
 
     @property
     def mean_shift_components(self) -> np.ndarray:
@@ -519,7 +542,8 @@ class MSPCAResult:
             array for NumPy input and for a Zarr path (computed), a lazy Dask array for
             Dask input, and a DataArray with dims ``(sample_dim, "component")`` for
             xarray input (lazy if the input is).  Its ``component`` coordinate holds the
-            indices of the stable eigenpairs among all ``K``.
+            indices of the stable eigenpairs among all ``K``, in the order of
+            :attr:`components` (:attr:`component_index`).
 
         Raises
         ------
@@ -572,7 +596,7 @@ class MSPCAResult:
             return scores
         if not _xarray_is_lazy(source, variable):
             scores = scores.compute()
-        coords: dict[str, Any] = {COMPONENT_DIM: np.flatnonzero(np.asarray(self.stable))}
+        coords: dict[str, Any] = {COMPONENT_DIM: self.component_index}
         if src.sample_coords is not None:
             coords[src.sample_dim] = src.sample_coords
         return xr.DataArray(

@@ -332,6 +332,16 @@ RESULT_VARIABLES: dict[str, VariableSpec] = {
         "the candidates.",
         field="shift_z",
     ),
+    "component_variance": VariableSpec(
+        (COMPONENT_DIM,),
+        "f",
+        False,
+        "Variance of each stable pair's component within the groups: the eigenvalue of the "
+        "within-group spike it carries, else its eigenvalue; NaN where the pair is not "
+        "stable. The components are ordered by it (absent in results written before it was "
+        "stored: eigenvalue order).",
+        field="component_variances",
+    ),
     "verdict": VariableSpec(
         (COMPONENT_DIM,),
         STRING_KINDS,

@@ -1154,6 +1154,29 @@ def test_fit__reference_with_more_features_than_samples_flags_nothing_without_co
     assert np.all(np.linalg.norm(res.components @ spikes, axis=0) > 0.9)
 
 
+@pytest.mark.parametrize("seed", [0, 1])
+def test_fit__a_spike_lifted_by_a_shift_does_not_lead_the_components(seed):
+    # u₂'s spike (variance 3) is weaker than u₁'s (4), but a 10 % group shifted along u₂
+    # lifts that eigenvalue above u₁'s: the components follow the variance within the
+    # groups, so u₁ comes first, and the stored variances say why
+    rng = np.random.default_rng(seed)
+    n, d = 2000, 300
+    U = np.linalg.qr(rng.standard_normal((d, 2)))[0]
+    X = rng.standard_normal((n, d))
+    X += rng.standard_normal((n, 1)) * np.sqrt(3.0) * U[:, 0]
+    X += rng.standard_normal((n, 1)) * np.sqrt(2.0) * U[:, 1]
+    X[: n // 10] += 5.0 * U[:, 1]
+    res = mspca_dask.fit(X, random_state=0)
+    assert res.verdicts[0] == "mixed" and abs(res.eigenvectors[0] @ U[:, 1]) > 0.9
+    assert res.components.shape[0] == 2
+    assert abs(res.components[0] @ U[:, 0]) > 0.9 and abs(res.components[1] @ U[:, 1]) > 0.9
+    variances = np.asarray(res.component_variances)
+    stable = np.asarray(res.stable)
+    assert np.all(np.isnan(variances[~stable])) and np.all(np.isfinite(variances[stable]))
+    assert np.all(np.diff(variances[res.component_index]) <= 0)
+    assert 3.5 < variances[res.component_index[0]] < 4.5
+
+
 @pytest.mark.statistical
 def test_fit__reference_populations_on_both_sides_along_one_axis_only_are_a_mean_shift():
     # Populations around a European reference, in miniature: along e1 two populations sit on

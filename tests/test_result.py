@@ -48,6 +48,7 @@ OLD_STYLE = {
     "group_centre": None,
     "within_samples": None,
     "pca_eigenvectors": None,
+    "component_variances": None,
 }
 
 
@@ -78,6 +79,7 @@ def make_result(
         "eigenvalue_bounds": np.array([0.0, 1e-4, 2e-5, 0.0]),
         "eigenvectors": V,
         "pca_eigenvectors": V[::-1].copy(),
+        "component_variances": np.array([8.5, np.nan, 3.75, np.nan]),
         "scores": (X - (0 if loc is None else loc)) @ V.T,
         "location": loc,
         "noise_variance": 1.0625,
@@ -152,6 +154,21 @@ def test_properties__select_by_verdict(res: MSPCAResult) -> None:
     assert_array_equal(res.mean_shift_components, res.eigenvectors[[1]])
     assert res.explained_variance is res.eigenvalues
     assert res.verdicts.tolist() == VERDICTS
+
+
+def test_components__ordered_by_their_variance_within_the_groups(X_new: np.ndarray) -> None:
+    # a spike's extra eigenvalue from a group's shift or spread does not set its order: the
+    # variance within the groups does, in components, transform and the stored result
+    res = make_result(component_variances=np.array([3.5, np.nan, 4.0, np.nan]))
+    assert res.component_index.tolist() == [2, 0]
+    assert_array_equal(res.components, res.eigenvectors[[2, 0]])
+    scores = res.transform(xr.DataArray(X_new, dims=("samples", "features")))
+    assert scores["component"].values.tolist() == [2, 0]
+    assert_allclose(scores.values, (X_new - res.location) @ res.eigenvectors[[2, 0]].T)
+    again = MSPCAResult.from_dataset(res.to_dataset())
+    assert again.component_index.tolist() == [2, 0]
+    # results written before the variances were stored keep the eigenvalue order
+    assert make_result(component_variances=None).component_index.tolist() == [0, 2]
 
 
 def test_verdicts__derived_from_stable_and_candidate_for_an_older_result() -> None:

@@ -109,6 +109,7 @@ class FitOutput:
     eigenvalue_bounds: np.ndarray  # (K,)
     eigenvectors: np.ndarray  # (K, d): a stable pair's within-group spike where one was found
     pca_eigenvectors: np.ndarray  # (K, d): the covariance's own top-K eigenvectors
+    component_variances: np.ndarray  # (K,): a stable pair's variance within the groups, NaN
     scores: np.ndarray  # (n, K)
     location: np.ndarray | None  # (d,)
     noise_variance: float
@@ -658,6 +659,9 @@ def _finish(
     )
     stable = verdict.pairs.stable
     pca_components = components
+    # the components are ordered by their variance with the shift removed, not by the
+    # eigenvalue the groups' shifts and spreads add to
+    variances = np.where(stable, reported.values, np.nan)
     if within is not None:
         # a stable pair's component is the within-group spike it carries: the shift removed
         slots = np.flatnonzero(verdict.pairs.carried >= 0)
@@ -665,6 +669,7 @@ def _finish(
         components, scores = components.copy(), scores.copy()
         components[slots] = within.components[spikes]
         scores[:, slots] = within.scores[:, spikes]
+        variances[slots] = within.values[spikes]
     if not np.any(candidate):
         warnings.warn(
             f"no eigenvalue is clearly above the Marchenko-Pastur edge {edge:.4g} (largest "
@@ -692,6 +697,7 @@ def _finish(
         eigenvalue_bounds=reported.bounds,
         eigenvectors=components,
         pca_eigenvectors=pca_components,
+        component_variances=variances,
         scores=scores,
         location=centre.mu,
         noise_variance=s2,
@@ -736,6 +742,7 @@ def _with_hidden(output: FitOutput, within: WithinSpikes, hidden: HiddenSpikes) 
         eigenvector_overlap=np.concatenate([output.eigenvector_overlap, nan]),
         eigenvectors=np.vstack([output.eigenvectors, within.components[j]]),
         pca_eigenvectors=np.vstack([output.pca_eigenvectors, within.components[j]]),
+        component_variances=np.concatenate([output.component_variances, within.values[j]]),
         scores=np.hstack([output.scores, within.scores[:, j]]),
     )
 

@@ -588,7 +588,8 @@ def add_to_anndata(
     Notes
     -----
     * ``obsm`` holds the scores of the *stable* (covariance) components, ``(n_obs,
-      n_stable)``; observations left out of the fit (``mask_obs``) get NaN.
+      n_stable)``, in the order of ``result.components``; observations left out of the
+      fit (``mask_obs``) get NaN.
     * ``varm`` holds their loadings, ``(n_vars, n_stable)``; variables left out of the fit
       (``mask_var``) get 0, as scanpy does.
     * ``uns`` holds, for all ``K`` eigenpairs, ``eigenvalues``, ``knockoff_eigenvalues``,
@@ -656,17 +657,18 @@ def add_to_anndata(
     cols = _positions(result.feature_coords, adata.var_names, result.n_features, "var")
 
     stable = np.asarray(result.stable, dtype=bool)
-    scores = np.full((adata.n_obs, int(stable.sum())), np.nan)
-    scores[rows] = np.asarray(result.scores, dtype=np.float64)[:, stable]
-    loadings = np.zeros((adata.n_vars, int(stable.sum())))
-    loadings[cols] = np.asarray(result.eigenvectors, dtype=np.float64)[stable].T
+    order = result.component_index
+    scores = np.full((adata.n_obs, order.size), np.nan)
+    scores[rows] = np.asarray(result.scores, dtype=np.float64)[:, order]
+    loadings = np.zeros((adata.n_vars, order.size))
+    loadings[cols] = result.components.astype(np.float64).T
     summary = {
         "eigenvalues": np.asarray(result.eigenvalues, dtype=np.float64),
         "knockoff_eigenvalues": np.asarray(result.knockoff_eigenvalues, dtype=np.float64),
         "stable": stable,
         "verdicts": np.asarray(result.verdicts, dtype=object),
         "reasons": np.asarray(result.reasons, dtype=object),
-        "stable_components": np.flatnonzero(stable),
+        "stable_components": order,
         "noise_variance": float(result.noise_variance),
         "threshold": float(result.threshold),
         "mp_edge": float(result.mp_edge),
