@@ -163,7 +163,9 @@ class MeanShiftPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstima
         The index of each component among the ``K`` eigenpairs examined
         (``components_ == result_.eigenvectors[components_index_]``).
     explained_variance_ : ndarray of shape ``(n_components_,)``
-        Their eigenvalues, as eigenvalues of ``(X - mean_)ᵀ(X - mean_) / n_samples``
+        Their pairs' eigenvalues, in the order of ``components_`` (a mixed pair's includes
+        its groups' shift: ``result_.component_variances`` has its variance within the
+        groups), as eigenvalues of ``(X - mean_)ᵀ(X - mean_) / n_samples``
         (divided by ``n``, not ``n - 1`` as in :class:`sklearn.decomposition.PCA`).
     explained_variance_ratio_ : ndarray of shape ``(n_components_,)``
         Their share of the total variance about ``mean_``: ``explained_variance_`` over
