@@ -577,6 +577,24 @@ def test_n_features_out__completes_stable_with_bulk_never_mean_shift(small):
     assert_array_equal(one.components_index_, [1])
 
 
+def test_components__follow_the_variance_within_the_groups_then_bulk():
+    # a 10 % group shifted along the weaker of two spikes lifts that (mixed) pair first by
+    # eigenvalue; components_ take the stronger spike first, then bulk pairs complete a width
+    rng = np.random.default_rng(1)
+    n, d = 2000, 300
+    U = np.linalg.qr(rng.standard_normal((d, 2)))[0]
+    X = rng.standard_normal((n, d)) + rng.standard_normal((n, 1)) * np.sqrt(3.0) * U[:, 0]
+    X += rng.standard_normal((n, 1)) * np.sqrt(2.0) * U[:, 1]
+    X[: n // 10] += 5.0 * U[:, 1]
+    est = MeanShiftPCA(n_components=4, n_features_out=3, random_state=0).fit(X)
+    order = est.result_.component_index
+    assert order.size == 2 and order.tolist() != sorted(order.tolist())
+    assert est.components_index_[:2].tolist() == order.tolist()
+    assert est.result_.verdicts[est.components_index_[2]] == "bulk"
+    assert abs(est.components_[0] @ U[:, 0]) > 0.9 and abs(est.components_[1] @ U[:, 1]) > 0.9
+    assert_allclose(est.transform(X), (X - est.mean_) @ est.components_.T, rtol=1e-6, atol=1e-6)
+
+
 def test_n_features_out__refuses_a_width_it_cannot_fill(small):
     with pytest.raises(ParameterError, match="n_features_out=3 must be at most n_components=2"):
         MeanShiftPCA(n_components=2, n_features_out=3).fit(small)
