@@ -806,7 +806,7 @@ class MSPCAResult:
             for v in VERDICTS
             if v in ("covariance", "mean shift") or (v != "bulk" and np.any(verdicts == v))
         )
-        groups = []
+        notes = []
         if self.groups is not None:
             p = "" if self.group_p_value is None else f", group test p = {self.group_p_value:.3g}"
             if self.group_centre == "origin":
@@ -816,14 +816,23 @@ class MSPCAResult:
                     f"; covariance within the groups read from {self.within_samples} "
                     f"samples, groups spread along their own shift left out"
                 )
-            groups = [
+            notes = [
                 f"groups = {self.n_groups} ({int(np.count_nonzero(self.displaced))} displaced "
                 f"samples{p})"
             ]
+        order = self.component_index
+        if not np.array_equal(order, np.sort(order)):
+            # only when it differs from the table's: a shift lifted a weaker spike's pair
+            notes.append(
+                "components (by variance within the groups): "
+                + ", ".join(
+                    f"#{j} ({float(np.asarray(self.component_variances)[j]):.4g})" for j in order
+                )
+            )
         return [
             f"n = {self.n_samples} samples, d = {self.n_features} features, "
             f"K = {self.n_components} eigenpairs ({counts}), B = {self.n_knockoffs} knockoffs",
-            *groups,
+            *notes,
             f"noise variance σ² = {self.noise_variance:.6g}, "
             f"Marchenko–Pastur edge = {self.mp_edge:.6g}",
             f"threshold ε = {self.threshold:.4g}, knockoff strength θ'² = "
@@ -839,7 +848,8 @@ class MSPCAResult:
         Returns
         -------
         str
-            Header lines (n, d, noise variance, Marchenko–Pastur edge, threshold ε,
+            Header lines (n, d, the groups, the components' order where a shift moved a
+            weaker spike's pair ahead, noise variance, Marchenko–Pastur edge, threshold ε,
             knockoff strength θ'², solver, passes), then per eigenpair: index, eigenvalue,
             first knockoff's eigenvalue at the same index, displacement, eigenvector
             overlap, eigenvalue error bound, shift between the groups ``shift_z`` (nan with

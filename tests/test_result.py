@@ -167,6 +167,8 @@ def test_components__ordered_by_their_variance_within_the_groups(X_new: np.ndarr
     assert_allclose(scores.values, (X_new - res.location) @ res.eigenvectors[[2, 0]].T)
     again = MSPCAResult.from_dataset(res.to_dataset())
     assert again.component_index.tolist() == [2, 0]
+    assert "components (by variance within the groups): #2 (4), #0 (3.5)" in res.summary()
+    assert "components (by variance" not in make_result().summary()
     # results written before the variances were stored keep the eigenvalue order
     assert make_result(component_variances=None).component_index.tolist() == [0, 2]
 
