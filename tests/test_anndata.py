@@ -15,6 +15,7 @@ import pandas as pd
 import pytest
 import scipy.sparse as sp
 from dask.callbacks import Callback
+from simulations import weaker_spike_lifted
 
 import mspca_dask
 from mspca_dask.errors import (
@@ -306,12 +307,7 @@ def test_add_to_anndata__stores_scores_loadings_and_verdicts(adata):
 def test_add_to_anndata__stores_the_components_in_their_order_within_the_groups():
     # a 10 % group shifted along the weaker of two spikes makes that pair mixed and lifts it
     # first by eigenvalue; the columns follow res.components, stronger spike first
-    rng = np.random.default_rng(0)
-    n, d = 2000, 300
-    U = np.linalg.qr(rng.standard_normal((d, 2)))[0]
-    X = rng.standard_normal((n, d)) + rng.standard_normal((n, 1)) * np.sqrt(3.0) * U[:, 0]
-    X += rng.standard_normal((n, 1)) * np.sqrt(2.0) * U[:, 1]
-    X[: n // 10] += 5.0 * U[:, 1]
+    X, U = weaker_spike_lifted(0)
     res = mspca_dask.fit(X, random_state=0)
     adata = ad.AnnData(X.astype(np.float32))
     mspca_dask.add_to_anndata(res, adata)

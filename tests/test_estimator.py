@@ -9,6 +9,7 @@ import dask.array as da
 import numpy as np
 import pytest
 from numpy.testing import assert_allclose, assert_array_equal
+from simulations import weaker_spike_lifted
 from sklearn.base import clone
 from sklearn.datasets import load_digits
 from sklearn.decomposition import PCA
@@ -580,12 +581,7 @@ def test_n_features_out__completes_stable_with_bulk_never_mean_shift(small):
 def test_components__follow_the_variance_within_the_groups_then_bulk():
     # a 10 % group shifted along the weaker of two spikes lifts that (mixed) pair first by
     # eigenvalue; components_ take the stronger spike first, then bulk pairs complete a width
-    rng = np.random.default_rng(1)
-    n, d = 2000, 300
-    U = np.linalg.qr(rng.standard_normal((d, 2)))[0]
-    X = rng.standard_normal((n, d)) + rng.standard_normal((n, 1)) * np.sqrt(3.0) * U[:, 0]
-    X += rng.standard_normal((n, 1)) * np.sqrt(2.0) * U[:, 1]
-    X[: n // 10] += 5.0 * U[:, 1]
+    X, U = weaker_spike_lifted(1)
     est = MeanShiftPCA(n_components=4, n_features_out=3, random_state=0).fit(X)
     order = est.result_.component_index
     assert order.size == 2 and order.tolist() != sorted(order.tolist())
