@@ -823,11 +823,10 @@ class MSPCAResult:
         order = self.component_index
         if not np.array_equal(order, np.sort(order)):
             # only when it differs from the table's: a shift lifted a weaker spike's pair
+            variances = np.asarray(self.component_variances, dtype=float)
             notes.append(
                 "components (by variance within the groups): "
-                + ", ".join(
-                    f"#{j} ({float(np.asarray(self.component_variances)[j]):.4g})" for j in order
-                )
+                + ", ".join(f"#{j} ({variances[j]:.4g})" for j in order)
             )
         return [
             f"n = {self.n_samples} samples, d = {self.n_features} features, "

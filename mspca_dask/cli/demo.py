@@ -198,9 +198,9 @@ def _explain(result: MSPCAResult, model: SpikedMixture) -> list[str]:
         f"'{verdicts[0]}') aligns {_pct(alignment(top, truth_pc))} with the true covariance PC "
         f"and {_pct(alignment(top, shift))} with the contamination direction."
     )
-    stable = [int(i) for i in range(result.n_components) if result.stable[i]]
-    if stable:
-        i = stable[0]
+    order = result.component_index  # the components' order, as res.components has it
+    if order.size:
+        i = int(order[0])
         lines.append(
             f"MS-PCA's first stable component (eigenpair #{i}, eigenvalue {ev[i]:.3g}) aligns "
             f"{_pct(alignment(result.eigenvectors[i], truth_pc))} with the true covariance PC."

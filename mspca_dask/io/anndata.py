@@ -661,7 +661,7 @@ def add_to_anndata(
     scores = np.full((adata.n_obs, order.size), np.nan)
     scores[rows] = np.asarray(result.scores, dtype=np.float64)[:, order]
     loadings = np.zeros((adata.n_vars, order.size))
-    loadings[cols] = result.components.astype(np.float64).T
+    loadings[cols] = np.asarray(result.eigenvectors, dtype=np.float64)[order].T
     summary = {
         "eigenvalues": np.asarray(result.eigenvalues, dtype=np.float64),
         "knockoff_eigenvalues": np.asarray(result.knockoff_eigenvalues, dtype=np.float64),
