@@ -71,6 +71,7 @@ from .within import (
     WithinKrylov,
     WithinSolution,
     candidate_line,
+    certified,
     exact_within,
     unit_components,
     within_spectrum,
@@ -807,12 +808,15 @@ def _within_groups(
 
 def _pooled_within(
     fit: _Run, model: WithinGroups, pooled: LowRank
-) -> WithinSolution | PendingWithin:
+) -> WithinSolution | PendingWithin | None:
     """``S_w`` when the groups share one scale: a low-rank update of the operator the passes
     built (no pass for its values; the components' data side from the basis's images, or
-    pending a read when the solver kept none)."""
+    pending a read when the solver kept none).  None when the basis does not certify it
+    (:func:`~mspca_dask._engine.within.certified`): its own iteration then finishes it."""
     spectra = fit.spectra
     spec = spectra.spectrum(pooled, k=fit.plan.params.n_components)
+    if not certified(fit.plan, model.trace, spec.values, spec.bounds):
+        return None
     line = candidate_line(fit.plan, model.trace, spec.values)
     U, members = spec.vectors, model.members
 
@@ -838,15 +842,18 @@ def _within_iteration(fit: _Run, model: WithinGroups, pooled: LowRank) -> Within
     Dual, ``S_w``'s operator applied to directions of the main basis is the Gram operator
     there, known: the iteration takes the whole basis with its products
     (:meth:`~mspca_dask._engine.within.WithinKrylov.take_basis`; after provisional float32
-    passes they only steer it, and one float64 pass certifies the result).  Primal, those
-    products would need the basis's images, which a smaller driver budget drops, and the
-    result must not depend on that: the pooled within-group spectrum's vectors are the first
-    block.  So too dual when a group is left out of ``S_w``: its rows' zero weights take the
-    operator off the basis's span."""
+    passes they only steer it, and one float64 pass certifies the result).  Primal, so too
+    when the groups are unweighted and the passes were float64: ``S_w`` is then the main
+    operator less a known low-rank term, exact on the basis.  Weighted, those products
+    would need the basis's images, which a smaller driver budget drops, and the result must
+    not depend on that: the pooled within-group spectrum's vectors are the first block.  So
+    too dual when a group is left out of ``S_w``: its rows' zero weights take the operator
+    off the basis's span."""
     spectra, width = fit.spectra, fit.plan.sketch_width
     if not isinstance(spectra, KrylovSpectra):
         raise RuntimeError("only the randomized solver iterates on S_w")
-    if fit.dual and not np.any(model.own_spread):
+    exact_on_basis = fit.dual or (not model.scaled and not spectra.ever_provisional)
+    if exact_on_basis and not np.any(model.own_spread):
         it = WithinKrylov(fit.plan, model)
         _take_main_basis(fit, it)
         return it
@@ -854,9 +861,10 @@ def _within_iteration(fit: _Run, model: WithinGroups, pooled: LowRank) -> Within
 
 
 def _take_main_basis(fit: _Run, it: WithinKrylov) -> None:
-    """Dual: the main basis's directions ``S_w``'s iteration does not hold yet, with their
-    products (no pass): after provisional float32 main passes, as products that only steer
-    it (its eigenpairs are then certified by a float64 pass of their own)."""
+    """The main basis's directions ``S_w``'s iteration does not hold yet, with their
+    products (no pass; :func:`_within_iteration` says when they are known): after
+    provisional float32 main passes, as products that only steer it (its eigenpairs are
+    then certified by a float64 pass of their own)."""
     spectra = fit.spectra
     if not isinstance(spectra, KrylovSpectra):
         raise RuntimeError("only the randomized solver has a main basis")
@@ -900,7 +908,9 @@ def _within_solution(
         return within_spectrum(fit.plan, fit.read, riding.groups, gram=None, start=riding)
     model, pooled = _within_groups(fit, m, knock, centre, groups)
     if not model.scaled:
-        return _pooled_within(fit, model, pooled)
+        solution = _pooled_within(fit, model, pooled)
+        if solution is not None:
+            return solution
     if isinstance(spectra, ExactSpectra) and spectra.gram is not None:
         return exact_within(fit.plan, fit.read, model, spectra.gram)
     start = _within_iteration(fit, model, pooled)

@@ -12,7 +12,10 @@ per-sample sums of squares and the groups' sums (:func:`group_scales`).  Pooled 
 different scales would let a noisier group's own noise make spikes.  The groups are weighted
 only when their spreads differ at the fit's level ``α``
 (:func:`~mspca_dask.verdict.pairs.spread_z`); otherwise ``W = I`` and ``S_w`` is the pooled
-within-group covariance, a low-rank update of the main operator that needs no pass.
+within-group covariance, a low-rank update of the main operator that needs no pass when the
+main basis certifies its eigenvalues above the edge to ``tol`` (:func:`certified`); a spike
+the shift hid from the main spectrum may lie in that basis only roughly, and the iteration
+below then finishes it from the basis.
 
 A weighted ``W`` is no low-rank update of the operator the passes built, so ``S_w`` then has
 passes of its own: the exact solver reads ``XᵀWX`` once (primal; dual,
@@ -51,6 +54,7 @@ __all__ = [
     "WithinKrylov",
     "WithinSolution",
     "candidate_line",
+    "certified",
     "group_scales",
     "unit_components",
     "within_spectrum",
@@ -253,6 +257,24 @@ def candidate_line(plan: FitPlan, trace: float, values: np.ndarray) -> float:
     return _line(plan, trace, values)[2]
 
 
+def certified(plan: FitPlan, trace: float, values: np.ndarray, bounds: np.ndarray) -> bool:
+    """Whether Ritz pairs of ``S_w`` meet the iteration's certificate: every value above its
+    own edge with a bound within ``tol`` (as :class:`WithinKrylov` stops).
+
+    The pooled ``S_w`` comes from the main spectrum's basis, which converged on the main
+    operator's top pairs; a spike that a shift hid there (a shift along a spike's direction)
+    may lie in it only roughly, and its bound then says so.
+    """
+    s2, edge, _ = _line(plan, trace, values)
+    return float(np.max(bounds[values > edge], initial=0.0)) <= _tolerance(plan, s2)
+
+
+def _tolerance(plan: FitPlan, s2: float) -> float:
+    """The eigenvalues' target accuracy: ``tol``, by default at ``S_w``'s noise level."""
+    tol = plan.params.tol
+    return tol if tol is not None else rmt.eigenvalue_tolerance(plan.n_samples, s2)
+
+
 def unit_components(raw: np.ndarray, X_raw: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Unit feature-space columns of ``raw`` (d, k) and ``X`` applied to them."""
     norm = np.maximum(np.linalg.norm(raw, axis=0), 1e-300)
@@ -402,11 +424,14 @@ class WithinKrylov:
         rounding: float,
         provisional: bool = False,
     ) -> None:
-        """Dual: add ``span(W^{-1/2} basis)`` with its products, without a pass.
+        """Add ``span(W^{-1/2} basis)`` with its products, without a pass.
 
-        ``basis`` (n, L) is the main Krylov basis, which holds the groups' indicators, so
-        ``(I − P) W^{1/2} y`` stays in its span, where ``gram`` applies ``XXᵀ`` exactly and
-        ``image`` gives ``Xᵀ`` (None when the main basis's images were not kept).  Its
+        Dual, ``basis`` (n, L) is the main Krylov basis, which holds the groups' indicators,
+        so ``(I − P) W^{1/2} y`` stays in its span, where ``gram`` applies ``XXᵀ`` exactly and
+        ``image`` gives ``Xᵀ`` (None when the main basis's images were not kept).  Primal,
+        with the groups unweighted (``W = I``), ``basis`` (d, L) is the main basis, where
+        ``gram`` applies ``XᵀX`` exactly, so ``S_w y = (XᵀX y − Σ_g n_g μ_g μ_gᵀ y) / n``, and
+        ``image`` gives ``X``; weighted rows would need ``XᵀWX``, which no main pass read.  Its
         columns past those taken before are added up to each of its last two block ``ends``
         and then whole, a Rayleigh–Ritz step each: the stopping rules' history on the basis's
         earlier blocks, as the main spectrum's after the location step.  ``rounding`` bounds
@@ -415,8 +440,11 @@ class WithinKrylov:
         of float64 products instead: the products only steer the iteration, and
         :meth:`solution` certifies its eigenpairs by one float64 pass.
         """
-        if not self.plan.dual:
-            raise RuntimeError("only the dual orientation has the main basis's products")
+        if not self.plan.dual and (self.groups.scaled or provisional):
+            raise RuntimeError(
+                "primal, the main basis's products are S_w's only with unweighted groups "
+                "and float64 passes (no certificate pass)"
+            )
         self.provisional |= provisional
         self.rounding = max(self.rounding, float(np.max(self.groups.weights)) * rounding)
         width = basis.shape[1]
@@ -433,7 +461,7 @@ class WithinKrylov:
         image: Callable[[np.ndarray], np.ndarray | None],
     ) -> None:
         """:meth:`take_basis` for some of the main basis's columns (n, l): one step."""
-        Y = basis / self._sqrt_w[:, None]
+        Y = basis / self._sqrt_w[:, None] if self.plan.dual else basis
         coef = self.Q.T @ Y
         R = Y - self.Q @ coef
         again = self.Q.T @ R
@@ -449,15 +477,23 @@ class WithinKrylov:
         def on_new(on_basis: np.ndarray, on_q: np.ndarray) -> np.ndarray:
             return (on_basis - on_q @ coef) @ C
 
-        centred = self.groups.recentre(basis)  # (I − P) W^{1/2} Y
-        gram_image = gram(centred)
-        AY = self._dual_product(gram_image)
-        kept = image(centred) if self._images_fit(int(new.sum())) else None
+        fits = self._images_fit(int(new.sum()))
+        gram_image: np.ndarray | None = None
+        if self.plan.dual:
+            centred = self.groups.recentre(basis)  # (I − P) W^{1/2} Y
+            gram_image = gram(centred)
+            AY = self._dual_product(gram_image)
+            kept = image(centred) if fits else None
+        else:  # W = I: Y is the basis itself
+            AY = (gram(basis) - self.groups.mean_term(basis)) / self.plan.n_samples
+            kept = image(basis) if fits else None
         img = None if kept is None else on_new(kept, self._stacked(self._images or [], self.plan.m))
         self._grow(
             U[:, new],
             on_new(AY, self.AQ),
-            on_new(gram_image, self._stacked(self._gram_images, self.plan.n_samples)),
+            None
+            if gram_image is None
+            else on_new(gram_image, self._stacked(self._gram_images, self.plan.n_samples)),
             img,
         )
 
@@ -489,7 +525,7 @@ class WithinKrylov:
         image: np.ndarray | None,
     ) -> None:
         """Append ``V`` (orthonormal, off the basis) and its products; one Rayleigh–Ritz step."""
-        plan, n = self.plan, self.plan.n_samples
+        plan = self.plan
         if gram_image is not None:
             self._gram_images.append(gram_image)
         if self._images is not None:
@@ -508,8 +544,7 @@ class WithinKrylov:
         _, bounds = ritz_bounds(w, self.AQ @ coef - self.Q @ (coef * values))
         values, bounds = values[:K], bounds[:K] + (0.0 if self.provisional else self.rounding)
         s2, edge, line = _line(plan, self.groups.trace, values, self.groups.n_rows)
-        prm = plan.params
-        self.tol = prm.tol if prm.tol is not None else rmt.eigenvalue_tolerance(n, s2)
+        self.tol = _tolerance(plan, s2)
         above = values > edge
         self.bound = float(np.max(bounds[above], initial=0.0))
         if self._history and len(self._history[-1]) == len(values):
