@@ -347,8 +347,15 @@ def test_take_basis__the_primal_operator_on_the_main_basis_is_exact_for_unweight
     assert (it.steps, it.reads) == (3, 0)
     Xw = X - groups.means.T[labels]
     np.testing.assert_allclose(it.AQ, Xw.T @ Xw @ it.Q / n, atol=1e-10 * np.linalg.norm(gram, 2))
-    sol = it.solution(None)  # the images were taken too: no read
+    sol = it.solution(None)  # the components' images from the main basis's: no read
     np.testing.assert_allclose(sol.X_components, X @ sol.components, atol=1e-8)
+    # the main basis's images not kept (over the driver's budget): one read gives them
+    again = WithinKrylov(plan, groups)
+    again.take_basis(Q, [20, 35], lambda a: gram @ a, lambda a: None, rounding=0.0)
+    read = PassReader(orient(da.from_array(X, chunks=(60, d)), dual=False), Executor("sync"))
+    other = again.solution(read)
+    assert read.n_passes == 1
+    np.testing.assert_allclose(other.X_components, sol.X_components, atol=1e-8)
     weighted = _groups(*_grouped(400, 120, scales=(1.0, 2.0)))
     with pytest.raises(RuntimeError, match="unweighted"):
         WithinKrylov(plan, weighted).take_basis(Q, [], lambda a: a, lambda a: a, rounding=0.0)

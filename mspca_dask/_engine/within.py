@@ -353,6 +353,10 @@ class WithinKrylov:
         #: primal X Q (n, ·); dual Xᵀ(I − P)W^{1/2}Q (d, ·): the components' data side
         self._images: list[np.ndarray] | None = []
         self._gram_images: list[np.ndarray] = []  # dual: XXᵀ(I − P)W^{1/2}Q (n, ·)
+        #: primal: the leading columns of Q taken from the main basis, whose images X q the
+        #: main basis's kept images give on demand (:meth:`solution`), not held here
+        self._lazy = 0
+        self._lazy_image: Callable[[np.ndarray], np.ndarray | None] | None = None
         self._next = orthonormalize(start) if start is not None else np.zeros((plan.p, 0))
         self._history: list[np.ndarray] = []
         self.reads = 0  # blocks read by passes (riding or own)
@@ -477,23 +481,24 @@ class WithinKrylov:
         def on_new(on_basis: np.ndarray, on_q: np.ndarray) -> np.ndarray:
             return (on_basis - on_q @ coef) @ C
 
-        fits = self._images_fit(int(new.sum()))
-        gram_image: np.ndarray | None = None
         if self.plan.dual:
             centred = self.groups.recentre(basis)  # (I − P) W^{1/2} Y
             gram_image = gram(centred)
             AY = self._dual_product(gram_image)
-            kept = image(centred) if fits else None
-        else:  # W = I: Y is the basis itself
+            kept = image(centred) if self._images_fit(int(new.sum())) else None
+        else:  # W = I: Y is the basis itself; its images are asked for at the end, if kept
+            if self._lazy != self.Q.shape[1]:
+                raise RuntimeError("primal, the main basis is taken before any block is read")
             AY = (gram(basis) - self.groups.mean_term(basis)) / self.plan.n_samples
-            kept = image(basis) if fits else None
+            self._lazy += int(new.sum())
+            self._lazy_image = image
+            self._grow(U[:, new], on_new(AY, self.AQ), None, None, lazy=True)
+            return
         img = None if kept is None else on_new(kept, self._stacked(self._images or [], self.plan.m))
         self._grow(
             U[:, new],
             on_new(AY, self.AQ),
-            None
-            if gram_image is None
-            else on_new(gram_image, self._stacked(self._gram_images, self.plan.n_samples)),
+            on_new(gram_image, self._stacked(self._gram_images, self.plan.n_samples)),
             img,
         )
 
@@ -523,12 +528,14 @@ class WithinKrylov:
         AV: np.ndarray,
         gram_image: np.ndarray | None,
         image: np.ndarray | None,
+        lazy: bool = False,
     ) -> None:
-        """Append ``V`` (orthonormal, off the basis) and its products; one Rayleigh–Ritz step."""
+        """Append ``V`` (orthonormal, off the basis) and its products; one Rayleigh–Ritz step.
+        ``lazy``: primal columns from the main basis, whose images come at the end."""
         plan = self.plan
         if gram_image is not None:
             self._gram_images.append(gram_image)
-        if self._images is not None:
+        if self._images is not None and not lazy:
             if image is None:
                 self._images = None
             else:
@@ -613,14 +620,29 @@ class WithinKrylov:
             )
             V, XV = unit_components(raw, X_raw)
         else:
-            XU = (
-                np.column_stack(self._images) @ coef
-                if self._images is not None
-                else read("mspca-within-scores", keep=U)["keep"]
-            )
+            XU = self._primal_images(coef)
+            if XU is None:
+                XU = read("mspca-within-scores", keep=U)["keep"]
             V, XV = unit_components(U, XU)
         _, _, line = _line(self.plan, self.groups.trace, self.values, self.groups.n_rows)
         return WithinSolution(self.values, self.bounds, V, XV, line, self.groups.n_rows)
+
+    def _primal_images(self, coef: np.ndarray) -> np.ndarray | None:
+        """Primal ``X Q coef`` (n, k): the lazy columns' from the main basis's images, the
+        read blocks' from their own; None when either was not kept."""
+        if self._images is None:
+            return None
+        lazy, k = self._lazy, coef.shape[1]
+        out = np.zeros((self.plan.n_samples, k))
+        if lazy:
+            assert self._lazy_image is not None
+            taken = self._lazy_image(self.Q[:, :lazy] @ coef[:lazy])
+            if taken is None:
+                return None
+            out += taken
+        if self._images:
+            out += np.column_stack(self._images) @ coef[lazy:]
+        return out
 
 
 def _krylov(
