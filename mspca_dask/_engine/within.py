@@ -262,8 +262,8 @@ def certified(plan: FitPlan, trace: float, values: np.ndarray, bounds: np.ndarra
     own edge with a bound within ``tol`` (as :class:`WithinKrylov` stops).
 
     The pooled ``S_w`` comes from the main spectrum's basis, which converged on the main
-    operator's top pairs; a spike that a shift hid there (a shift along a spike's direction)
-    may lie in it only roughly, and its bound then says so.
+    operator's top pairs; a spike that a shift lifted or mixed there (a shift at an angle to
+    it) may lie in it only roughly, and its bound then says so.
     """
     s2, edge, _ = _line(plan, trace, values)
     return float(np.max(bounds[values > edge], initial=0.0)) <= _tolerance(plan, s2)
