@@ -12,6 +12,7 @@ import warnings
 import dask.array as da
 import numpy as np
 import pytest
+from simulations import spike_beside_oblique_shift
 
 import mspca_dask
 from mspca_dask._engine import spectra
@@ -22,7 +23,6 @@ from mspca_dask._execution import Executor
 from mspca_dask._params import FitParams
 from mspca_dask._passes import orient
 from mspca_dask.testing import make_spiked_mixture
-from mspca_dask.testing.families import family
 from mspca_dask.verdict.pairs import spread_z
 
 K = 4
@@ -367,7 +367,7 @@ def test_fit__a_spike_beside_a_shift_is_certified_within_the_groups(seed):
     the main basis converged on the shifted spectrum holds the within-group spike only
     roughly.  The randomized solver still returns it certified, as the exact solver does:
     the same first covariance component and its variance within the groups."""
-    X = family("P-angle45").draw(seed).to_numpy()
+    X = spike_beside_oblique_shift(seed)
     res = mspca_dask.fit(X)
     exact = mspca_dask.fit(X, solver="exact")
     assert res.solver == "randomized"
