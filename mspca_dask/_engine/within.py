@@ -321,9 +321,10 @@ class WithinKrylov:
     plain Krylov products of ``(I − P) W^{1/2} V``.  Its products are a pass's ``within``
     entry (:func:`~mspca_dask._passes.pass_graph`), so a block can ride on a pass of the main
     spectrum (:meth:`request`, :meth:`absorb`) or have a pass of its own (:meth:`step`).
-    Dual, the main Krylov basis gives directions whose products are known without a pass
-    (:meth:`take_basis`).  Each block is the operator applied to the top ``sketch_width``
-    Ritz vectors, off the basis: block Krylov, whatever the basis grew from.
+    Dual, and primal with the groups unweighted, the main Krylov basis gives directions
+    whose products are known without a pass (:meth:`take_basis`).  Each block is the
+    operator applied to the top ``sketch_width`` Ritz vectors, off the basis: block Krylov,
+    whatever the basis grew from.
 
     It stops as the main spectrum does
     (:meth:`~mspca_dask._engine.spectra.KrylovSpectra.settled`), on ``S_w``'s own edge and
@@ -377,7 +378,7 @@ class WithinKrylov:
 
     @property
     def takes_basis(self) -> bool:
-        """Dual: grown from the main basis (:meth:`take_basis`)."""
+        """Grown from the main basis (:meth:`take_basis`)."""
         return self._taken > 0
 
     @property
