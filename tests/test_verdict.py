@@ -712,6 +712,61 @@ def test_a_groups_own_spread_splits_off_at_most_at_the_level(kind):
     assert extra <= 5, f"{kind}: {extra} of {reps} fits split the groups further"
 
 
+def _skewed_beside_clusters(
+    seed: int, clusters: int, n: int = 1500
+) -> tuple[np.ndarray, np.ndarray]:
+    """Three candidate columns: a χ²₁ factor (skewness 2.8) plus noise, and two Gaussian;
+    ``clusters`` groups of 4 % each shifted by 7 along a column of their own.  Returns the
+    scores and each row's group (0: the skewed inlier cloud)."""
+    rng = np.random.default_rng(seed)
+    factor = (rng.chisquare(1, n) - 1) / np.sqrt(2)
+    T = np.column_stack([2.0 * factor + rng.standard_normal(n), rng.standard_normal((n, 2))])
+    truth = np.zeros(n, dtype=int)
+    size = int(0.04 * n)
+    for c in range(1, clusters + 1):
+        truth[(c - 1) * size : c * size] = c
+        T[truth == c, c] += 7.0
+    return T, truth
+
+
+@pytest.mark.statistical
+@pytest.mark.parametrize("clusters", [1, 2])
+def test_a_skewed_inlier_clouds_tail_joins_the_inliers_beside_clusters(clusters):
+    # a Gaussian mixture fits the skewed cloud's tail as a group of its own (alone, or
+    # beside a cluster); it has one mode with the inliers, so it is not displaced from them
+    right = 0
+    for seed in range(20):
+        T, truth = _skewed_beside_clusters(100 + seed, clusters)
+        g = fit_groups(T, seed=seed)
+        right += (
+            g.n_groups == clusters + 1
+            and all(np.mean(g.labels[truth == c] > 0) > 0.5 for c in range(1, clusters + 1))
+            and np.mean(g.labels[truth == 0] > 0) < 0.02
+        )
+    assert right >= 15, f"{clusters} cluster(s): the groups right in {right} of 20 fits"
+
+
+@pytest.mark.statistical
+def test_fit__a_skewed_spike_beside_a_small_cluster_stays_the_first_component():
+    # a χ²₁ covariance spike and a 4 % cluster: the spike's tail is no displaced group, so the
+    # spike is the first covariance component, not a mean shift
+    good = 0
+    for seed in range(6):
+        model = make_spiked_mixture(
+            1500,
+            700,
+            mean_shift_weights=(0.04,),
+            spike_distribution="chi2",
+            random_state=300 + seed,
+        )
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            res = mspca_dask.fit(model.to_numpy(), random_state=0, scheduler="sync")
+        top = model.clean_top_eigenvectors(1)[:, 0]
+        good += len(res.components) > 0 and abs(res.components[0] @ top) >= 0.9
+    assert good >= 5, f"the spike first in {good} of 6 fits"
+
+
 @pytest.mark.statistical
 @pytest.mark.parametrize(("share", "shift"), [(0.05, 6.0), (0.2, 4.0), (0.01, 12.0)])
 def test_group_test_finds_displaced_groups(share, shift):

@@ -32,6 +32,14 @@ spread splits off as a group no more often than ``α``; a mixture chosen by BIC 
 whenever a second Gaussian fits it better, and twins drawn on independent axes whenever its
 axes are not independent (a scale shared by a row's coordinates, a curve).
 
+Displaced from the inliers: a Gaussian mixture fits a skewed cloud's tail as a group of its
+own, and the steps can count it (beside a cluster, the two-group fit may hold the cluster and
+the tail as one group, which the next step parts).  So each displaced group, when there are
+two or more, must then be displaced from the inliers: on its rows and theirs alone, the
+step's test from one group rejects at level ``α`` (its twins redraw the two as one group,
+smoothed to one mode along the cut); a group that does not joins the inliers, the weakest
+first (:func:`_displaced_only`).  With one displaced group left, the first test has decided.
+
 Group 0, the inliers, is the group holding the pinned (reference) rows, else the largest.
 """
 
@@ -45,7 +53,14 @@ import numpy as np
 from scipy.special import chdtrc
 
 from .levels import COUNTED_FORM, MAX_GROUPS, MAX_TEST_ROWS, MIN_GROUP_ROWS
-from .mixture import TOL_GROUPS, Mixture, _Products, add_group, fit_mixture, select_mixture
+from .mixture import (
+    TOL_GROUPS,
+    Mixture,
+    _Products,
+    add_group,
+    fit_mixture,
+    select_mixture,
+)
 from .twins import (
     axis_kernel,
     critical_bandwidth,
@@ -247,15 +262,18 @@ def _step_reached(
     seed: int,
     known: dict[bytes, tuple[np.ndarray, ...]],
     more: Mixture,
+    tag: int | None = None,
 ) -> int:
     """:func:`_first_reaching` for one step from ``current``'s groups: twins of its null
     (:class:`_GroupsNull`), each fitted alike: its mixture of ``current``'s groups (started
-    at their means, in its form), then one group more."""
+    at their means, in its form), then one group more.  ``tag`` gives a test of another
+    kind its own twin streams (:func:`_displaced_only`)."""
     null = _GroupsNull(T, current, more, pinned, known)
     G = current.n_groups
+    key = (G,) if tag is None else (tag, G)
 
     def twin_gain(i: int) -> float:
-        Y = null.draw(np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(G, i))))
+        Y = null.draw(np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(*key, i))))
         rows = _Products(Y)
         twin = fit_mixture(
             Y, G, pinned=pinned, centres=current.means, form=current.form, products=rows
@@ -319,6 +337,45 @@ def _count_groups(
             break
         current = more
     return current
+
+
+def _displaced_only(
+    T: np.ndarray, labels: np.ndarray, pinned: np.ndarray | None, n_twins: int, seed: int
+) -> np.ndarray:
+    """``labels`` (0 the inliers) with every displaced group that is not displaced from the
+    inliers joined to them, weakest first.
+
+    A group's test is a step's (:func:`_step_reached`, level ``α``) on its rows and the
+    inliers' alone, from one group: its twins redraw the two groups' rows as one, whole,
+    smoothed to one mode along the cut the step proposes.  A skewed inlier cloud's tail,
+    which a Gaussian mixture fits as a group of its own, has one mode with the inliers and
+    joins them; a cluster set apart from them does not.  With one displaced group left, the
+    test of whether there are groups at all (:func:`fit_groups`) has decided.
+    """
+    while True:
+        G = int(labels.max()) + 1
+        if G <= 2:
+            return labels
+        weakest: tuple[int, float, int] | None = None
+        for g in range(1, G):
+            sub = np.flatnonzero((labels == 0) | (labels == g))
+            Tg = T[sub]
+            pin = None if pinned is None else pinned[sub]
+            rows = _Products(Tg)
+            one = fit_mixture(Tg, 1, pinned=pin, products=rows)
+            statistic, more = _step(Tg, one, pin, rows)
+            reached = (
+                1
+                if more is None or statistic <= 0
+                else _step_reached(Tg, one, pin, statistic, n_twins, seed, {}, more, tag=g)
+            )
+            if reached and (weakest is None or (reached, statistic) < weakest[:2]):
+                weakest = (reached, statistic, g)
+        if weakest is None:
+            return labels
+        g = weakest[2]
+        labels = np.where(labels == g, 0, labels)
+        labels[labels > g] -= 1
 
 
 def independent_axes(T: np.ndarray, max_iter: int = 200, tol: float = 1e-6) -> np.ndarray:
@@ -496,9 +553,22 @@ def _fit_sorted(
         inliers = int(np.argmax(np.bincount(labels, minlength=mix.n_groups)))
     # group 0 = the inliers, then the others by size; a group too small to have a mean and a
     # variance of its own joins the inliers
-    counts = np.bincount(labels, minlength=mix.n_groups)
+    new = _by_size(labels, inliers)
+    # each displaced group must be displaced from the inliers (given the others)
+    present, compact = np.unique(new[rows], return_inverse=True)
+    if present.size > 2 and present[0] == 0:
+        tested = _displaced_only(Ts, compact, pin, n_twins, seed)
+        joined = [g for c, g in enumerate(present) if c and not np.any(tested[compact == c])]
+        new = _by_size(np.where(np.isin(new, joined), 0, new), 0)
+    return GroupFit(new, statistic, p_value, drawn, level)
+
+
+def _by_size(labels: np.ndarray, inliers: int) -> np.ndarray:
+    """``labels`` renumbered: 0 the inliers' group, then the others by size; a group too
+    small to have a mean and a variance of its own joins the inliers."""
+    counts = np.bincount(labels)
     others = [g for g in np.argsort(-counts, kind="stable") if g != inliers]
-    new = np.zeros(n, dtype=np.intp)
+    new = np.zeros(labels.size, dtype=np.intp)
     for i, g in enumerate((g for g in others if counts[g] >= MIN_GROUP_ROWS), start=1):
         new[labels == g] = i
-    return GroupFit(new, statistic, p_value, drawn, level)
+    return new
