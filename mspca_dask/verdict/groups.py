@@ -35,10 +35,11 @@ axes are not independent (a scale shared by a row's coordinates, a curve).
 Displaced from the inliers: a Gaussian mixture fits a skewed cloud's tail as a group of its
 own, and the steps can count it (beside a cluster, the two-group fit may hold the cluster and
 the tail as one group, which the next step parts).  So each displaced group, when there are
-two or more, must then be displaced from the inliers: on its rows and theirs alone, the
-step's test from one group rejects at level ``α`` (its twins redraw the two as one group,
-smoothed to one mode along the cut); a group that does not joins the inliers, the weakest
-first (:func:`_displaced_only`).  With one displaced group left, the first test has decided.
+two or more, must then be displaced from the inliers: on its rows and theirs alone, the BIC
+gain of two groups (EM started at the two means) over one is tested at level ``α`` against
+twins that redraw the rows as one group, smoothed to one mode along the cut between them
+(:func:`_apart`); a group that is not joins the inliers, the weakest first
+(:func:`_displaced_only`).  With one displaced group left, the first test has decided.
 
 Group 0, the inliers, is the group holding the pinned (reference) rows, else the largest.
 """
@@ -262,18 +263,15 @@ def _step_reached(
     seed: int,
     known: dict[bytes, tuple[np.ndarray, ...]],
     more: Mixture,
-    tag: int | None = None,
 ) -> int:
     """:func:`_first_reaching` for one step from ``current``'s groups: twins of its null
     (:class:`_GroupsNull`), each fitted alike: its mixture of ``current``'s groups (started
-    at their means, in its form), then one group more.  ``tag`` gives a test of another
-    kind its own twin streams (:func:`_displaced_only`)."""
+    at their means, in its form), then one group more."""
     null = _GroupsNull(T, current, more, pinned, known)
     G = current.n_groups
-    key = (G,) if tag is None else (tag, G)
 
     def twin_gain(i: int) -> float:
-        Y = null.draw(np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(*key, i))))
+        Y = null.draw(np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(G, i))))
         rows = _Products(Y)
         twin = fit_mixture(
             Y, G, pinned=pinned, centres=current.means, form=current.form, products=rows
@@ -343,32 +341,15 @@ def _displaced_only(
     T: np.ndarray, labels: np.ndarray, pinned: np.ndarray | None, n_twins: int, seed: int
 ) -> np.ndarray:
     """``labels`` (0 the inliers) with every displaced group that is not displaced from the
-    inliers joined to them, weakest first.
-
-    A group's test is a step's (:func:`_step_reached`, level ``α``) on its rows and the
-    inliers' alone, from one group: its twins redraw the two groups' rows as one, whole,
-    smoothed to one mode along the cut the step proposes.  A skewed inlier cloud's tail,
-    which a Gaussian mixture fits as a group of its own, has one mode with the inliers and
-    joins them; a cluster set apart from them does not.  With one displaced group left, the
-    test of whether there are groups at all (:func:`fit_groups`) has decided.
-    """
+    inliers joined to them, weakest first (:func:`_apart`).  With one displaced group left,
+    the test of whether there are groups at all (:func:`fit_groups`) has decided."""
     while True:
         G = int(labels.max()) + 1
         if G <= 2:
             return labels
         weakest: tuple[int, float, int] | None = None
         for g in range(1, G):
-            sub = np.flatnonzero((labels == 0) | (labels == g))
-            Tg = T[sub]
-            pin = None if pinned is None else pinned[sub]
-            rows = _Products(Tg)
-            one = fit_mixture(Tg, 1, pinned=pin, products=rows)
-            statistic, more = _step(Tg, one, pin, rows)
-            reached = (
-                1
-                if more is None or statistic <= 0
-                else _step_reached(Tg, one, pin, statistic, n_twins, seed, {}, more, tag=g)
-            )
+            reached, statistic = _apart(T, labels, g, pinned, n_twins, seed)
             if reached and (weakest is None or (reached, statistic) < weakest[:2]):
                 weakest = (reached, statistic, g)
         if weakest is None:
@@ -376,6 +357,40 @@ def _displaced_only(
         g = weakest[2]
         labels = np.where(labels == g, 0, labels)
         labels[labels > g] -= 1
+
+
+def _apart(
+    T: np.ndarray, labels: np.ndarray, g: int, pinned: np.ndarray | None, n_twins: int, seed: int
+) -> tuple[int, float]:
+    """Whether group ``g`` is displaced from the inliers (group 0), on their rows alone: the
+    BIC gain of two groups, EM started at the two groups' means (in ``COUNTED_FORM``), over
+    one, against twins that redraw the rows as one group, smoothed to one mode along the cut
+    between the two (:class:`_GroupsNull`) and fitted alike from the same starts.  Returns
+    :func:`_first_reaching`'s count (0: displaced at level ``α``) and the statistic."""
+    sub = np.flatnonzero((labels == 0) | (labels == g))
+    Tg = T[sub]
+    pin = None if pinned is None else pinned[sub]
+    starts = np.vstack([Tg[labels[sub] == 0].mean(axis=0), Tg[labels[sub] == g].mean(axis=0)])
+
+    def gain(Y: np.ndarray) -> tuple[float, Mixture, Mixture]:
+        rows = _Products(Y)
+        one = fit_mixture(Y, 1, pinned=pin, products=rows)
+        two = fit_mixture(Y, 2, pinned=pin, centres=starts, form=COUNTED_FORM, products=rows)
+        if two.smallest_group < MIN_GROUP_ROWS:
+            return 0.0, one, two
+        n = Y.shape[0]
+        return max(0.0, one.bic(n) - two.bic(n)), one, two
+
+    statistic, one, two = gain(Tg)
+    if statistic <= 0:
+        return 1, statistic
+    null = _GroupsNull(Tg, one, two, pin, {})
+
+    def twin_gain(i: int) -> float:
+        rng = np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(g, 0, i)))
+        return gain(null.draw(rng))[0]
+
+    return _first_reaching(twin_gain, statistic, n_twins), statistic
 
 
 def independent_axes(T: np.ndarray, max_iter: int = 200, tol: float = 1e-6) -> np.ndarray:
