@@ -38,8 +38,8 @@ the tail as one group, which the next step parts).  So each displaced group, whe
 two or more, must then be displaced from the inliers: on its rows and theirs alone, the BIC
 gain of two groups (EM started at the two means) over one is tested at level ``α`` against
 twins that redraw the rows as one group, smoothed to one mode along the cut between them
-(:func:`_apart`); a group that is not joins the inliers, the weakest first
-(:func:`_displaced_only`).  With one displaced group left, the first test has decided.
+(:func:`_apart`); the groups that are not join the inliers (:func:`_displaced_only`).  With
+one displaced group, the first test has decided.
 
 Group 0, the inliers, is the group holding the pinned (reference) rows, else the largest.
 """
@@ -341,22 +341,18 @@ def _displaced_only(
     T: np.ndarray, labels: np.ndarray, pinned: np.ndarray | None, n_twins: int, seed: int
 ) -> np.ndarray:
     """``labels`` (0 the inliers) with every displaced group that is not displaced from the
-    inliers joined to them, weakest first (:func:`_apart`).  With one displaced group left,
-    the test of whether there are groups at all (:func:`fit_groups`) has decided."""
-    while True:
-        G = int(labels.max()) + 1
-        if G <= 2:
-            return labels
-        weakest: tuple[int, float, int] | None = None
-        for g in range(1, G):
-            reached, statistic = _apart(T, labels, g, pinned, n_twins, seed)
-            if reached and (weakest is None or (reached, statistic) < weakest[:2]):
-                weakest = (reached, statistic, g)
-        if weakest is None:
-            return labels
-        g = weakest[2]
-        labels = np.where(labels == g, 0, labels)
-        labels[labels > g] -= 1
+    inliers (:func:`_apart`, each tested against the inliers as they are) joined to them.
+    With one displaced group, the test of whether there are groups at all
+    (:func:`fit_groups`) has decided."""
+    G = int(labels.max()) + 1
+    if G <= 2:
+        return labels
+    tests = {g: _apart(T, labels, g, pinned, n_twins, seed) for g in range(1, G)}
+    joined = [g for g, (reached, _) in tests.items() if reached]
+    if len(joined) == G - 1:
+        # none shown apart, yet the first test found groups: the clearest one stays
+        joined.remove(min(joined, key=lambda g: (tests[g][0], -tests[g][1])))
+    return np.where(np.isin(labels, joined), 0, labels)
 
 
 def _apart(
