@@ -54,14 +54,7 @@ import numpy as np
 from scipy.special import chdtrc
 
 from .levels import COUNTED_FORM, MAX_GROUPS, MAX_TEST_ROWS, MIN_GROUP_ROWS
-from .mixture import (
-    TOL_GROUPS,
-    Mixture,
-    _Products,
-    add_group,
-    fit_mixture,
-    select_mixture,
-)
+from .mixture import TOL_GROUPS, Mixture, _Products, add_group, fit_mixture, select_mixture
 from .twins import (
     axis_kernel,
     critical_bandwidth,
@@ -565,7 +558,7 @@ def _fit_sorted(
     # group 0 = the inliers, then the others by size; a group too small to have a mean and a
     # variance of its own joins the inliers
     new = _by_size(labels, inliers)
-    # each displaced group must be displaced from the inliers (given the others)
+    # each displaced group must be displaced from the inliers, on their rows alone
     present, compact = np.unique(new[rows], return_inverse=True)
     if present.size > 2 and present[0] == 0:
         tested = _displaced_only(Ts, compact, pin, n_twins, seed)
