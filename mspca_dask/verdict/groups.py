@@ -38,7 +38,7 @@ the tail as one group, which the next step parts).  So each displaced group, whe
 two or more, must then be displaced from the inliers: on its rows and theirs alone, the BIC
 gain of two groups (EM started at the two means) over one is tested at level ``α`` against
 twins that redraw the rows as one group, smoothed to one mode along the cut between them
-(:func:`_apart`); the groups that are not join the inliers (:func:`_displaced_only`).  With
+(:func:`_apart`); the groups that are not join the inliers (:func:`_not_apart`).  With
 one displaced group, the first test has decided.
 
 Group 0, the inliers, is the group holding the pinned (reference) rows, else the largest.
@@ -330,22 +330,22 @@ def _count_groups(
     return current
 
 
-def _displaced_only(
+def _not_apart(
     T: np.ndarray, labels: np.ndarray, pinned: np.ndarray | None, n_twins: int, seed: int
-) -> np.ndarray:
-    """``labels`` (0 the inliers) with every displaced group that is not displaced from the
-    inliers (:func:`_apart`, each tested against the inliers as they are) joined to them.
+) -> list[int]:
+    """The displaced groups of ``labels`` (0 the inliers) that are not displaced from the
+    inliers (:func:`_apart`, each tested against the inliers as they are): they join them.
     With one displaced group, the test of whether there are groups at all
-    (:func:`fit_groups`) has decided."""
+    (:func:`fit_groups`) has decided: none."""
     G = int(labels.max()) + 1
     if G <= 2:
-        return labels
+        return []
     tests = {g: _apart(T, labels, g, pinned, n_twins, seed) for g in range(1, G)}
     joined = [g for g, (reached, _) in tests.items() if reached]
     if len(joined) == G - 1:
         # none shown apart, yet the first test found groups: the clearest one stays
         joined.remove(min(joined, key=lambda g: (tests[g][0], -tests[g][1])))
-    return np.where(np.isin(labels, joined), 0, labels)
+    return joined
 
 
 def _apart(
@@ -560,9 +560,8 @@ def _fit_sorted(
     new = _by_size(labels, inliers)
     # each displaced group must be displaced from the inliers, on their rows alone
     present, compact = np.unique(new[rows], return_inverse=True)
-    if present.size > 2 and present[0] == 0:
-        tested = _displaced_only(Ts, compact, pin, n_twins, seed)
-        joined = [g for c, g in enumerate(present) if c and not np.any(tested[compact == c])]
+    if present[0] == 0:  # the groups as numbered among the test's rows
+        joined = present[_not_apart(Ts, compact, pin, n_twins, seed)]
         new = _by_size(np.where(np.isin(new, joined), 0, new), 0)
     return GroupFit(new, statistic, p_value, drawn, level)
 
