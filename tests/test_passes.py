@@ -7,7 +7,13 @@ import dask.array as da
 import numpy as np
 import pytest
 
-from mspca_dask._passes import _stats_kernel, merged_columns, orient, pass_graph
+from mspca_dask._passes import (
+    _side_kernel,
+    _stats_kernel,
+    merged_columns,
+    orient,
+    pass_graph,
+)
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
@@ -31,6 +37,24 @@ def test_stats_kernel__counts_non_finite_values_and_leaves_them_out_of_the_sums(
     np.testing.assert_array_equal(rows[:, 2], [1, 1, 0, 1])
     np.testing.assert_array_equal(cols[0, 0], [3, 4, 2])
     np.testing.assert_array_equal(rows[:, 1], [2, 2, 3, 2])
+
+
+@pytest.mark.parametrize("order", ["C", "F"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int8])
+def test_side_kernel__indicator_columns_sum_their_rows_in_float64(dtype, order) -> None:
+    rng = np.random.default_rng(4)
+    block = np.asarray(rng.integers(-3, 4, (60, 9)) * rng.random((60, 9)) ** (dtype != np.int8))
+    block = np.array(block.astype(dtype), order=order)
+    members = (rng.random((60, 3)) < 0.3).astype(float)
+    members[:, 2] = 0  # a group with no row in this chunk
+    side = _side_kernel(block, members)
+    assert side.shape == (1, 9, 3) and side.dtype == np.float64
+    np.testing.assert_allclose(side[0], block.astype(np.float64).T @ members, rtol=1e-12)
+    # any other operand: the float64 product itself
+    weights = members + 0.5
+    np.testing.assert_array_equal(
+        _side_kernel(block, weights)[0], block.astype(np.float64).T @ weights
+    )
 
 
 @pytest.mark.parametrize("method", ["tasks", "p2p"])
