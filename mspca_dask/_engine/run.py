@@ -856,8 +856,13 @@ def _within_iteration(fit: _Run, model: WithinGroups, pooled: LowRank) -> Within
     if exact_on_basis and not np.any(model.own_spread):
         it = WithinKrylov(fit.plan, model)
         _take_main_basis(fit, it)
-        return it
-    return WithinKrylov(fit.plan, model, spectra.spectrum(pooled, k=width).vectors)
+    else:
+        it = WithinKrylov(fit.plan, model, spectra.spectrum(pooled, k=width).vectors)
+    # its blocks at the main passes' precision: float32 where that met the target there
+    rounding = spectra.float32_rounding(float(np.max(model.weights)))
+    if rounding is not None:
+        it.run_single(rounding)
+    return it
 
 
 def _take_main_basis(fit: _Run, it: WithinKrylov) -> None:

@@ -633,16 +633,31 @@ class KrylovSpectra:
         whose mean is far larger than their spread — the chunks are up-cast to float64.
         ``image_norm``: see :meth:`_rounding`.
         """
-        plan, prm = self.plan, self.plan.params
         if not self._float32_possible():
             return False
         if self.provisional:
             return True
-        if prm.tol is not None:
-            target = prm.tol
-        else:
-            target = rmt.eigenvalue_tolerance(plan.n_samples, self._spread())
-        return self._rounding(float(np.finfo(np.float32).eps) / 2, image_norm) <= target / 10
+        unit = float(np.finfo(np.float32).eps) / 2
+        return self._rounding(unit, image_norm) <= self._target() / 10
+
+    def _target(self) -> float:
+        """The accuracy the fit aims at: ``tol``, by default at the average feature variance
+        (:meth:`use_single`)."""
+        plan = self.plan
+        if plan.params.tol is not None:
+            return float(plan.params.tol)
+        return rmt.eigenvalue_tolerance(plan.n_samples, self._spread())
+
+    def float32_rounding(self, weight: float = 1.0) -> float | None:
+        """The rounding estimate of float32 products of an operator at most ``weight``
+        times this one (another iteration's, e.g. the within-group covariance's with its
+        rows weighted), when the Krylov passes ran at float32 and that estimate stays
+        within the limit :meth:`use_single` sets; None otherwise (its products then run in
+        float64).  The iteration adds it to its bounds, as :meth:`rounding_bound` does."""
+        if self.provisional or not self.read.single_used or not self._float32_possible():
+            return None
+        rounding = weight * self.rounding_at(np.float32)
+        return rounding if rounding <= self._target() / 10 else None
 
     def _float32_possible(self) -> bool:
         """Float32 chunks whose products cannot overflow float32 (the data's sum of squares)."""

@@ -366,6 +366,9 @@ class WithinKrylov:
         self._taken = 0  # the main basis's columns taken (:meth:`take_basis`)
         #: some products came from provisional float32 passes: certified at the end
         self.provisional = False
+        #: its own blocks run at float32 on float32 chunks, their rounding in every bound
+        #: (:meth:`run_single`)
+        self.single = False
         self.settled = False
         self.exhausted = False
         self.bound, self.tol = np.inf, 0.0
@@ -393,7 +396,7 @@ class WithinKrylov:
         if not keep:
             self._images = None
         # provisional: float32 products on float32 chunks steer it, the certificate is float64
-        single = {"within_single": True} if self.provisional else {}
+        single = {"within_single": True} if self.provisional or self.single else {}
         if self.plan.dual:
             return {
                 "within": self._dual_operand(V),
@@ -406,6 +409,16 @@ class WithinKrylov:
             "row_weights": self.groups.row_weights,
             **single,
         }
+
+    def run_single(self, rounding: float) -> None:
+        """Read its own blocks at float32 on float32 chunks, as the main passes were read;
+        ``rounding`` (:meth:`~mspca_dask._engine.spectra.KrylovSpectra.float32_rounding`,
+        on this operator's scale) is added to every bound.  Before any block is read."""
+        if self.reads:
+            raise RuntimeError("the blocks' precision is set before the first is read")
+        if not self.provisional:
+            self.single = True
+            self.rounding = max(self.rounding, rounding)
 
     def absorb(self, out: dict[str, np.ndarray]) -> None:
         """Take a pass's ``within`` products for the block :meth:`request` asked for."""
