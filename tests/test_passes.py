@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from mspca_dask._passes import (
+    STATS_SLAB,
     _side_kernel,
     _stats_kernel,
     merged_columns,
@@ -16,17 +17,25 @@ from mspca_dask._passes import (
 )
 
 
+@pytest.mark.parametrize("order", ["C", "F"])
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
-def test_stats_kernel__sums_both_sides_in_float64_from_one_finiteness_check(dtype) -> None:
-    block = np.random.default_rng(0).standard_normal((30, 7)).astype(dtype)
+def test_stats_kernel__sums_both_sides_in_float64_from_one_finiteness_check(dtype, order) -> None:
+    # more rows and columns than a slab holds, and not a multiple of it
+    shape = (2 * STATS_SLAB + 37, STATS_SLAB + 5)
+    block = np.random.default_rng(0).standard_normal(shape).astype(dtype)
+    block = np.array(block + 3.0, order=order)
     cols, rows = _stats_kernel(block)
-    assert cols.shape == (1, 3, 7) and rows.shape == (30, 3)
-    # the same reductions as NumPy's own, to the bit
-    np.testing.assert_array_equal(cols[0, 0], block.sum(axis=0, dtype=np.float64))
-    np.testing.assert_array_equal(cols[0, 1], np.einsum("ij,ij->j", block, block, dtype=float))
-    np.testing.assert_array_equal(rows[:, 0], block.sum(axis=1, dtype=np.float64))
-    np.testing.assert_array_equal(rows[:, 1], np.einsum("ij,ij->i", block, block, dtype=float))
+    assert cols.shape == (1, 3, shape[1]) and rows.shape == (shape[0], 3)
+    exact = block.astype(np.float64)
+    np.testing.assert_allclose(cols[0, 0], exact.sum(axis=0), rtol=1e-13)
+    np.testing.assert_allclose(cols[0, 1], (exact**2).sum(axis=0), rtol=1e-13)
+    np.testing.assert_allclose(rows[:, 0], exact.sum(axis=1), rtol=1e-13)
+    np.testing.assert_allclose(rows[:, 1], (exact**2).sum(axis=1), rtol=1e-13)
     assert not cols[0, 2].any() and not rows[:, 2].any()
+    # a copy of the chunk gives the same bits
+    again = _stats_kernel(np.array(block, order=order, copy=True))
+    np.testing.assert_array_equal(again[0], cols)
+    np.testing.assert_array_equal(again[1], rows)
 
 
 def test_stats_kernel__counts_non_finite_values_and_leaves_them_out_of_the_sums() -> None:
