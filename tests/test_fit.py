@@ -896,21 +896,38 @@ def test_fit__randomized_stops_on_certified_spikes_and_still_finds_a_weak_one(se
 
 
 @pytest.mark.statistical
-def test_fit__several_spikes_and_clusters():
+@pytest.mark.xfail(
+    strict=True,
+    reason="the count's step from one displaced group to two proposes the second cluster, "
+    "but its gain lies among its twins': their group of inliers and cluster is smoothed along "
+    "the cut at its critical bandwidth to one flat-topped mode, which a further Gaussian fits "
+    "about as well, so the second cluster stays among the inliers, its shift a mixed pair "
+    "and the second covariance component off its spike (measured: 8 of the 10 fits fail)",
+    raises=AssertionError,
+)
+def test_fit__two_clusters_beside_two_spikes_leave_both_spikes_as_components():
+    # clusters of 10 % and 15 % beside two spikes: both clusters are mean shifts and the two
+    # spikes the two covariance components; the power target (at most 5 % failures) allows
+    # no failure in 10 fits
     c = 0.5
-    model = make_spiked_mixture(
-        800,
-        400,
-        covariance_spikes=(3 * np.sqrt(c), 2 * np.sqrt(c)),
-        mean_shift_weights=(0.1, 0.15),
-        mean_shift_strengths=(5 * np.sqrt(c), 4 * np.sqrt(c)),
-        random_state=2,
-    )
-    res = mspca_dask.fit(model.to_numpy(), n_components=8)
-    assert res.stable.sum() == 2
-    clean = model.clean_top_eigenvectors(2)
-    for j in range(2):
-        assert max(alignment(res.components[i], clean[:, j]) for i in range(2)) > 0.9
+    failed = []
+    for seed in range(10):
+        model = make_spiked_mixture(
+            800,
+            400,
+            covariance_spikes=(3 * np.sqrt(c), 2 * np.sqrt(c)),
+            mean_shift_weights=(0.1, 0.15),
+            mean_shift_strengths=(5 * np.sqrt(c), 4 * np.sqrt(c)),
+            random_state=seed,
+        )
+        res = mspca_dask.fit(model.to_numpy(), n_components=8)
+        clean = model.clean_top_eigenvectors(2)
+        if res.stable.sum() != 2 or any(
+            max(alignment(res.components[i], clean[:, j]) for i in range(2)) <= 0.9
+            for j in range(2)
+        ):
+            failed.append(seed)
+    assert not failed, failed
 
 
 def _paper_setting_found(pi1: float, seed: int) -> bool:
