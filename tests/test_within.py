@@ -297,21 +297,6 @@ def test_fit__within_blocks_ride_on_the_main_passes_and_agree_with_the_exact_sol
     assert np.all(cos > 0.999)
 
 
-def _near_spikes_two_small_groups(n: int, d: int, seed: int) -> np.ndarray:
-    """Two spikes just past the detection threshold (2√c, 1.5√c) and two 5 % groups,
-    float32: the within-group spikes lie lower than the main operator's, and settle one
-    Krylov step later."""
-    rng = np.random.default_rng(seed)
-    c = d / n
-    U = np.linalg.qr(rng.standard_normal((d, 2)))[0]
-    X = rng.standard_normal((n, d))
-    X += rng.standard_normal((n, 2)) * np.sqrt([2 * np.sqrt(c), 1.5 * np.sqrt(c)]) @ U.T
-    for g in range(2):
-        v = rng.standard_normal(d)
-        X[g * n // 20 : (g + 1) * n // 20] += np.sqrt(4 * np.sqrt(c) / 0.05) * v / np.linalg.norm(v)
-    return X.astype(np.float32)
-
-
 def test_fit__within_blocks_of_their_own_run_at_the_main_passes_float32(monkeypatch):
     """Float32 chunks whose Krylov passes ran at float32: the within-group iteration's own
     blocks do too, their rounding in its bounds, and its eigenvalues agree with the exact
@@ -324,8 +309,14 @@ def test_fit__within_blocks_of_their_own_run_at_the_main_passes_float32(monkeypa
         return run_pass(self, data, name, single=single, **products)
 
     monkeypatch.setattr(Executor, "run_pass", spy)
+    # two spikes just past the detection threshold (2√c, 1.5√c) beside two 5 % groups: the
+    # within-group spikes lie lower than the main operator's and settle one Krylov step later
     n, d = 4000, 800
-    X = _near_spikes_two_small_groups(n, d, 0)
+    c = d / n
+    model = make_spiked_mixture(
+        n, d, covariance_spikes=(2 * np.sqrt(c), 1.5 * np.sqrt(c)), mean_shift_weights=(0.05, 0.05)
+    )
+    X = model.to_numpy().astype(np.float32)
     res = mspca_dask.fit(da.from_array(X, chunks=(1000, -1)), n_components=6)
     assert res.params["precision"] == "float32" and res.n_groups == 3
     own = [single for name, single in seen if name.startswith("mspca-within-")]
