@@ -357,28 +357,32 @@ def _stats_kernel(block: Any) -> tuple[Any, Any]:
     block = _as_aligned(block, block.dtype)
     xp = _namespace(block)
     clean, bad = _finite_part(block)
-    n_rows, p = block.shape
-    cols = xp.zeros((1, 3, p), dtype=np.float64)
-    rows = xp.zeros((n_rows, 3), dtype=np.float64)
-    by_columns = bool(block.flags.f_contiguous and not block.flags.c_contiguous)
-    for start in range(0, p if by_columns else n_rows, STATS_SLAB):
-        part = slice(start, start + STATS_SLAB)
-        if by_columns:
-            slab = clean[:, part].astype(np.float64, copy=False)
-            cols[0, 0, part] = slab.sum(axis=0)
-            cols[0, 1, part] = xp.einsum("ij,ij->j", slab, slab)
-            rows[:, 0] += slab.sum(axis=1)
-            rows[:, 1] += xp.einsum("ij,ij->i", slab, slab)
-        else:
-            slab = clean[part].astype(np.float64, copy=False)
-            cols[0, 0] += slab.sum(axis=0)
-            cols[0, 1] += xp.einsum("ij,ij->j", slab, slab)
-            rows[part, 0] = slab.sum(axis=1)
-            rows[part, 1] = xp.einsum("ij,ij->i", slab, slab)
+    cols = xp.zeros((1, 3, block.shape[1]), dtype=np.float64)
+    rows = xp.zeros((block.shape[0], 3), dtype=np.float64)
+    if clean.flags.f_contiguous and not clean.flags.c_contiguous:  # its transpose is C-ordered
+        rows[:, 0], rows[:, 1], cols[0, 0], cols[0, 1] = _slab_sums(clean.T, xp)
+    else:
+        cols[0, 0], cols[0, 1], rows[:, 0], rows[:, 1] = _slab_sums(clean, xp)
     if bad is not None:
         cols[0, 2] = bad.sum(axis=0)
         rows[:, 2] = bad.sum(axis=1)
     return _host(cols), _host(rows)
+
+
+def _slab_sums(clean: Any, xp: Any) -> tuple[Any, Any, Any, Any]:
+    """Column sums, column sums of squares, row sums and row sums of squares of a C-ordered
+    chunk, in float64, :data:`STATS_SLAB` rows at a time."""
+    n_rows, p = clean.shape
+    col_sum, col_sq = xp.zeros(p), xp.zeros(p)
+    row_sum, row_sq = xp.empty(n_rows), xp.empty(n_rows)
+    for start in range(0, n_rows, STATS_SLAB):
+        part = slice(start, start + STATS_SLAB)
+        slab = clean[part].astype(np.float64, copy=False)
+        col_sum += slab.sum(axis=0)
+        col_sq += xp.einsum("ij,ij->j", slab, slab)
+        row_sum[part] = slab.sum(axis=1)
+        row_sq[part] = xp.einsum("ij,ij->i", slab, slab)
+    return col_sum, col_sq, row_sum, row_sq
 
 
 @dataclass(frozen=True)
