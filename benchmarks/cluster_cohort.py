@@ -4,6 +4,7 @@
     python benchmarks/cluster_cohort.py --samples 5000 --variants 5000   # a small check
     python benchmarks/cluster_cohort.py --killed-only    # the killed run alone, added to the
                                                          # stored results of the same cohort
+    python benchmarks/cluster_cohort.py --plink2-only    # plink2 alone, its row replaced
 
 The cohort is a Balding–Nichols simulation: three populations (70, 20 and 8 % of the samples)
 drawn from one ancestral frequency per variant (uniform on [0.05, 0.95]) at F_ST 0.005, 0.02
@@ -486,6 +487,16 @@ def markdown(p: dict[str, Any]) -> list[str]:
         "",
         *rows,
         "",
+        *(
+            [
+                f"The plink2 row is from a separate run on the same cohort and machine: "
+                f"`{p['plink2_command']}`, {p['plink2_date']}, 1-minute load "
+                f"{p['plink2_load'][0]} at its start, {p['plink2_load'][1]} at its end.",
+                "",
+            ]
+            if "plink2_command" in p
+            else []
+        ),
         HOW_TO_READ,
         "",
         "Phases of the undisturbed run (s): "
@@ -544,6 +555,11 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="only the run with a killed worker, added to the stored results of the same cohort",
     )
+    ap.add_argument(
+        "--plink2-only",
+        action="store_true",
+        help="only plink2's run, replacing its row in the stored results of the same cohort",
+    )
     ap.add_argument("--quick", action="store_true", help="3,000 x 4,000, 1 GiB per worker: a check")
     ap.add_argument("--out", type=Path, default=RESULTS, help="where the results go")
     ap.add_argument("--data", type=Path, default=DATA, help="where the cohort is cached")
@@ -559,6 +575,8 @@ def main(argv: list[str] | None = None) -> int:
         args.samples, args.variants, args.memory_limit = 3000, 4000, "1GiB"
     if args.killed_only:
         return _killed_only(args, argv)
+    if args.plink2_only:
+        return _plink2_only(args, argv)
     meta = machine_info()
     meta["quick"] = args.quick
     meta["commit"] = git_commit()
@@ -589,11 +607,8 @@ def main(argv: list[str] | None = None) -> int:
             payload["killed"] = _without_traces(k)
     if shutil.which("plink2"):
         payload["plink2_blas"] = _plink_blas()
-        cmd = ["plink2", "--bfile", str(prefix), "--maf", "0.05", "--pca", "approx", str(K)]
-        cmd += ["--threads", str(args.workers), "--out", str(work / "plink2")]
-        r = _timed(cmd)
-        payload["plink2"] = {"seconds": r["seconds"], "peak_rss": r["peak_rss"]}
-        print(f"plink2: {r['seconds']:.0f} s", flush=True)
+        payload["plink2"] = _plink2_run(prefix, work, args.workers)
+        print(f"plink2: {payload['plink2']['seconds']:.0f} s", flush=True)
     else:
         payload["plink2_blas"] = "not run (plink2 is not installed)"
     finish_info(meta)
@@ -609,9 +624,17 @@ def _without_traces(run: dict[str, Any]) -> dict[str, Any]:
     return {key: v for key, v in run.items() if key not in ("memory_trace", "task_stream")}
 
 
-def _killed_only(args: argparse.Namespace, argv: list[str] | None) -> int:
-    """The run with a killed worker, compared with the stored undisturbed run of the cohort."""
-    payload = json.loads((args.out / "cluster_cohort.json").read_text())
+def _plink2_run(prefix: Path, work: Path, threads: int) -> dict[str, Any]:
+    """``plink2 --pca approx`` on the cohort: its wall time and peak memory."""
+    cmd = ["plink2", "--bfile", str(prefix), "--maf", "0.05", "--pca", "approx", str(K)]
+    cmd += ["--threads", str(threads), "--out", str(work / "plink2")]
+    r = _timed(cmd)
+    return {"seconds": r["seconds"], "peak_rss": r["peak_rss"]}
+
+
+def _stored(args: argparse.Namespace) -> dict[str, Any]:
+    """The stored results, when they are of this cohort and cluster."""
+    payload: dict[str, Any] = json.loads((args.out / "cluster_cohort.json").read_text())
     c = payload["cohort"]
     if (c["samples"], c["variants"], payload["workers"], payload["memory_limit"]) != (
         args.samples,
@@ -620,6 +643,33 @@ def _killed_only(args: argparse.Namespace, argv: list[str] | None) -> int:
         args.memory_limit,
     ):
         raise SystemExit("the stored results are of another cohort or cluster")
+    return payload
+
+
+def _plink2_only(args: argparse.Namespace, argv: list[str] | None) -> int:
+    """plink2's run alone (on a quiet machine), replacing its row in the stored results."""
+    if not shutil.which("plink2"):
+        raise SystemExit("plink2 is not installed (apt-get install plink2 libopenblas0-pthread)")
+    payload = _stored(args)
+    prefix = write_cohort(args.samples, args.variants, data=args.data)
+    work = args.data / f"cluster-{prefix.name}"
+    work.mkdir(parents=True, exist_ok=True)
+    start = machine_info()
+    payload["plink2"] = _plink2_run(prefix, work, args.workers)
+    print(f"plink2: {payload['plink2']['seconds']:.0f} s", flush=True)
+    payload["plink2_blas"] = _plink_blas()
+    payload["plink2_command"] = "python benchmarks/cluster_cohort.py" + (
+        "" if argv is None else " " + " ".join(argv)
+    )
+    payload["plink2_date"] = start["date"]
+    payload["plink2_load"] = [start["load_average_start"][0], round(os.getloadavg()[0], 2)]
+    dump("cluster_cohort", args.out, payload, markdown(payload))
+    return 0
+
+
+def _killed_only(args: argparse.Namespace, argv: list[str] | None) -> int:
+    """The run with a killed worker, compared with the stored undisturbed run of the cohort."""
+    payload = _stored(args)
     prefix = write_cohort(args.samples, args.variants, data=args.data)
     work = args.data / f"cluster-{prefix.name}"
     work.mkdir(parents=True, exist_ok=True)
