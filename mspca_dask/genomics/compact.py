@@ -1167,8 +1167,8 @@ def _standardize_block(
     (``M = Xᵀ``) sees C-ordered chunks, the primal F-ordered ones, both read by BLAS
     without a copy.
     """
-    z = calls.astype(np.float32)
-    z *= inv_scale[:, None]
+    # the int8 → float32 cast happens inside the product: one pass writes the float32 chunk
+    z = np.multiply(calls, inv_scale[:, None], dtype=np.float32)
     z -= shift[:, None]
     if has_missing:
         z[calls < 0] = 0.0
