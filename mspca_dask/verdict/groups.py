@@ -30,10 +30,7 @@ along the cut the step proposes (:class:`_GroupsNull`).  The null is that each g
 mode, of any shape: a population's own skewed, long-tailed, correlated or mildly curved
 spread splits off as a group no more often than ``α``; a mixture chosen by BIC alone cuts it
 whenever a second Gaussian fits it better, and twins drawn on independent axes whenever its
-axes are not independent (a scale shared by a row's coordinates, a curve).  With a known
-centre, the two groups the count starts from and its refits of as many groups are compared by
-BIC with the inliers' mean held at the centre (:func:`_bic_at`): by BIC alone, two groups
-that part a skewed factor's tail from the rest beat a cluster of 25-30 %.
+axes are not independent (a scale shared by a row's coordinates, a curve).
 
 Displaced from the inliers: a Gaussian mixture fits a skewed cloud's tail as a group of its
 own, and the steps can count it (beside a cluster, the two-group fit may hold the cluster and
@@ -277,42 +274,12 @@ def _step_reached(
     return _first_reaching(twin_gain, statistic, n_twins)
 
 
-def _bic_at(T: np.ndarray, mixture: Mixture, anchor: np.ndarray | None) -> float:
-    """``mixture``'s BIC on the rows of ``T`` under the model of the data: with a known
-    centre of the inliers (``anchor``), that of the mixture whose inliers' group has its mean
-    there.
-
-    Holding group ``g``'s mean at ``a``, its covariance and the rows' responsibilities kept,
-    lowers EM's bound on ``log L`` (exact at the fit) by exactly ``½ n_g (μ_g − a)ᵀ Σ_g⁻¹
-    (μ_g − a)`` (``μ_g`` is the responsibilities' mean), so ``−2 log L`` rises by at most
-    ``n_g (μ_g − a)ᵀ Σ_g⁻¹ (μ_g − a)``, and ``k`` means are no longer fitted; the group is
-    the one that costs least, and a refit could only lower the sum.  Two groups that part a
-    skewed cloud's tail from the rest leave the rest, a cluster included, far from the
-    centre, and pay for it.
-    """
-    bic = mixture.bic(T.shape[0])
-    if anchor is None:
-        return bic
-    gaps = mixture.means - anchor
-    cost = [
-        float(w * gap @ np.linalg.solve(cov, gap))
-        for w, gap, cov in zip(
-            mixture.responsibilities.sum(axis=0), gaps, mixture.covariances, strict=True
-        )
-    ]
-    return bic + min(cost) - T.shape[1] * np.log(T.shape[0])
-
-
 def _without_one(
-    T: np.ndarray,
-    mixture: Mixture,
-    pinned: np.ndarray | None,
-    rows: _Products,
-    anchor: np.ndarray | None = None,
+    T: np.ndarray, mixture: Mixture, pinned: np.ndarray | None, rows: _Products
 ) -> Mixture:
-    """The best mixture (:func:`_bic_at`) of ``mixture``'s groups less one, each refitted by
-    EM from the others' means in its form (group 0 stays when rows are pinned to it)."""
-    G = mixture.n_groups
+    """The best mixture (BIC) of ``mixture``'s groups less one, each refitted by EM from the
+    others' means in its form (group 0 stays when rows are pinned to it)."""
+    n, G = T.shape[0], mixture.n_groups
     first = 1 if pinned is not None else 0
     fits = [
         fit_mixture(
@@ -326,7 +293,7 @@ def _without_one(
         for j in range(first, G)
     ]
     fits = [m for m in fits if m.smallest_group >= MIN_GROUP_ROWS] or fits
-    return min(fits, key=lambda m: _bic_at(T, m, anchor))
+    return min(fits, key=lambda m: m.bic(n))
 
 
 def _count_groups(
@@ -336,11 +303,9 @@ def _count_groups(
     rows: _Products,
     n_twins: int,
     seed: int,
-    anchor: np.ndarray | None = None,
 ) -> Mixture:
     """``start`` grown one group at a time while each step's test rejects
-    (:func:`_step_reached`), up to ``MAX_GROUPS``; mixtures of as many groups are compared by
-    :func:`_bic_at` (the known centre's model when ``anchor`` is given)."""
+    (:func:`_step_reached`), up to ``MAX_GROUPS``."""
     current = start
     n = T.shape[0]
     known: dict[bytes, tuple[np.ndarray, ...]] = {}  # each group's twin draws, by its rows
@@ -350,11 +315,11 @@ def _count_groups(
             break
         # the gain must be the new group's, not a better fit of the groups before it: EM's
         # path can hold a worse optimum with G groups than ``more`` less one of its groups
-        fewer = _without_one(T, more, pinned, rows, anchor)
-        if _bic_at(T, fewer, anchor) < _bic_at(T, current, anchor):
+        fewer = _without_one(T, more, pinned, rows)
+        if fewer.bic(n) < current.bic(n):
             current = fewer
             again = _more(T, current, pinned, rows)
-            if again is not None and _bic_at(T, again, anchor) < _bic_at(T, more, anchor):
+            if again is not None and again.bic(n) < more.bic(n):
                 more = again
         statistic = max(0.0, current.bic(n) - more.bic(n))
         if statistic <= 0:
@@ -558,7 +523,7 @@ def _fit_sorted(
     two = _more(Ts, one, pin, rows_products)
     if anchor is not None:
         # the two groups the centre sees, as a start: EM alone may part a unimodal cloud
-        # elsewhere (by spread); the better of the two under the centre's model goes on
+        # elsewhere (by spread); the better of the two by BIC goes on
         seen = add_group(
             Ts,
             fit_mixture(Ts, 1, pinned=pin, anchor=anchor, products=rows_products),
@@ -571,10 +536,10 @@ def _fit_sorted(
             freed = fit_mixture(
                 Ts, 2, pinned=pin, centres=seen.means, form=seen.form, products=rows_products
             )
-            if two is None or _bic_at(Ts, freed, anchor) < _bic_at(Ts, two, anchor):
+            if two is None or freed.bic(Ts.shape[0]) < two.bic(Ts.shape[0]):
                 two = freed
     current = (
-        _count_groups(Ts, two, pin, rows_products, n_twins, seed, anchor)
+        _count_groups(Ts, two, pin, rows_products, n_twins, seed)
         if two is not None
         # no two groups of that form with enough rows each: the groups the test found
         else preferred
