@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -93,6 +94,11 @@ def test_cluster_cohort_quick__a_killed_worker_leaves_the_genomics_result_unchan
         assert run["n_passes"] >= 2
         assert 0 < run["worker_peak_rss"]["per_worker"] <= payload["memory_limit_bytes"]
     assert any(p["name"].startswith("mspca-pass-") for p in undisturbed["passes"])
+    if shutil.which("plink2"):  # plink2's row alone, the job's rows kept
+        again = _run("cluster_cohort.py", tmp_path, "--plink2-only", *data)
+        assert (again["undisturbed"], again["killed"]) == (undisturbed, killed)
+        assert again["plink2"]["seconds"] > 0 and "--plink2-only" in again["plink2_command"]
+        assert "--plink2-only" in (tmp_path / "cluster_cohort.md").read_text()
 
 
 def test_peers_quick__compares_against_the_exact_spectrum(tmp_path):
