@@ -172,13 +172,18 @@ def _as_aligned(block: Any, dtype: Any = np.float64) -> Any:
     ever dense, and it is the same dense array a dense input would have given.
     """
     out = _dense(block)
-    flags = getattr(out, "flags", None)
-    order = "F" if flags is not None and flags.f_contiguous and not flags.c_contiguous else "C"
+    order = "F" if _f_ordered(out) else "C"
     out = out.astype(dtype, order=order, copy=False)
     # NumPy arrays can be misaligned; CuPy allocations always are aligned (no such flag)
     if not getattr(getattr(out, "flags", None), "aligned", True):
         out = out.copy(order=order)
     return out
+
+
+def _f_ordered(a: Any) -> bool:
+    """Whether ``a`` is F-ordered and not C-ordered: the transpose of a C-ordered array."""
+    flags = getattr(a, "flags", None)
+    return flags is not None and bool(flags.f_contiguous) and not bool(flags.c_contiguous)
 
 
 def _dense(block: Any) -> Any:
@@ -359,7 +364,7 @@ def _stats_kernel(block: Any) -> tuple[Any, Any]:
     clean, bad = _finite_part(block)
     cols = xp.zeros((1, 3, block.shape[1]), dtype=np.float64)
     rows = xp.zeros((block.shape[0], 3), dtype=np.float64)
-    if clean.flags.f_contiguous and not clean.flags.c_contiguous:  # its transpose is C-ordered
+    if _f_ordered(clean):  # its transpose is C-ordered
         rows[:, 0], rows[:, 1], cols[0, 0], cols[0, 1] = _slab_sums(clean.T, xp)
     else:
         cols[0, 0], cols[0, 1], rows[:, 0], rows[:, 1] = _slab_sums(clean, xp)
