@@ -581,13 +581,10 @@ def main(argv: list[str] | None = None) -> int:
     meta["quick"] = args.quick
     meta["commit"] = git_commit()
     t = time.perf_counter()
-    prefix = write_cohort(args.samples, args.variants, data=args.data)
+    prefix, work = _cohort(args)
     print(f"cohort {prefix.name} ready ({time.perf_counter() - t:.0f} s)", flush=True)
-    work = args.data / f"cluster-{prefix.name}"
-    work.mkdir(parents=True, exist_ok=True)
     payload: dict[str, Any] = {
-        "command": "python benchmarks/cluster_cohort.py"
-        + ("" if argv is None else " " + " ".join(argv)),
+        "command": _command(argv),
         "meta": meta,
         "workers": args.workers,
         "memory_limit": args.memory_limit,
@@ -632,6 +629,19 @@ def _plink2_run(prefix: Path, work: Path, threads: int) -> dict[str, Any]:
     return {"seconds": r["seconds"], "peak_rss": r["peak_rss"]}
 
 
+def _command(argv: list[str] | None) -> str:
+    """The command line that made a run, as the results file names it."""
+    return "python benchmarks/cluster_cohort.py" + ("" if argv is None else " " + " ".join(argv))
+
+
+def _cohort(args: argparse.Namespace) -> tuple[Path, Path]:
+    """The cohort's fileset prefix (written once) and the runs' working directory."""
+    prefix = write_cohort(args.samples, args.variants, data=args.data)
+    work = args.data / f"cluster-{prefix.name}"
+    work.mkdir(parents=True, exist_ok=True)
+    return prefix, work
+
+
 def _stored(args: argparse.Namespace) -> dict[str, Any]:
     """The stored results, when they are of this cohort and cluster."""
     payload: dict[str, Any] = json.loads((args.out / "cluster_cohort.json").read_text())
@@ -651,16 +661,12 @@ def _plink2_only(args: argparse.Namespace, argv: list[str] | None) -> int:
     if not shutil.which("plink2"):
         raise SystemExit("plink2 is not installed (apt-get install plink2 libopenblas0-pthread)")
     payload = _stored(args)
-    prefix = write_cohort(args.samples, args.variants, data=args.data)
-    work = args.data / f"cluster-{prefix.name}"
-    work.mkdir(parents=True, exist_ok=True)
+    prefix, work = _cohort(args)
     start = machine_info()
     payload["plink2"] = _plink2_run(prefix, work, args.workers)
     print(f"plink2: {payload['plink2']['seconds']:.0f} s", flush=True)
     payload["plink2_blas"] = _plink_blas()
-    payload["plink2_command"] = "python benchmarks/cluster_cohort.py" + (
-        "" if argv is None else " " + " ".join(argv)
-    )
+    payload["plink2_command"] = _command(argv)
     payload["plink2_date"] = start["date"]
     payload["plink2_load"] = [start["load_average_start"][0], round(os.getloadavg()[0], 2)]
     dump("cluster_cohort", args.out, payload, markdown(payload))
@@ -670,17 +676,13 @@ def _plink2_only(args: argparse.Namespace, argv: list[str] | None) -> int:
 def _killed_only(args: argparse.Namespace, argv: list[str] | None) -> int:
     """The run with a killed worker, compared with the stored undisturbed run of the cohort."""
     payload = _stored(args)
-    prefix = write_cohort(args.samples, args.variants, data=args.data)
-    work = args.data / f"cluster-{prefix.name}"
-    work.mkdir(parents=True, exist_ok=True)
+    prefix, work = _cohort(args)
     with Cluster(args.workers, args.memory_limit, work) as cluster:
         cfg = _config(prefix, work / "result", cluster.address, args.workers)
         k = run_job(cluster, cfg, work / "result", kill=True)
     print(f"killed: {k['seconds']:.0f} s, {k.get('killed')}", flush=True)
     payload["killed"] = _without_traces(k)
-    payload["killed_command"] = "python benchmarks/cluster_cohort.py" + (
-        "" if argv is None else " " + " ".join(argv)
-    )
+    payload["killed_command"] = _command(argv)
     payload["killed_commit"] = git_commit()
     dump("cluster_cohort", args.out, payload, markdown(payload))
     return 0
