@@ -237,6 +237,10 @@ class _Run:
         vecs = [knock.dirs]
         if centre.mu is not None:
             vecs.append(centre.mu[:, None])
+        if centre.group_images is not None:
+            # S_w is the operator less a term in the groups' sums: with them in the basis its
+            # Ritz pairs converge with the main ones (pooled: often no pass of its own)
+            vecs.append(centre.group_images)
         if knock.images is not None and m is not None:
             vecs += [knock.images, m.feature_sum[:, None]]
         return vecs
