@@ -15,7 +15,7 @@ import pytest
 from simulations import spike_beside_oblique_shift
 
 import mspca_dask
-from mspca_dask._engine import spectra
+from mspca_dask._engine import run, spectra
 from mspca_dask._engine.plan import Location, make_plan
 from mspca_dask._engine.spectra import PassReader
 from mspca_dask._engine.within import WithinGroups, WithinKrylov, group_scales, within_spectrum
@@ -139,6 +139,16 @@ def test_within_spectrum__does_not_depend_on_a_groups_spread(solver):
     a, b = _solve(X, labels, solver), _solve(Y, labels, solver)
     np.testing.assert_allclose(b.values, a.values, rtol=1e-6)
     assert b.line == pytest.approx(a.line, rel=1e-6)
+
+
+def _two_groups_beside_weak_spikes():
+    """4000 × 800: two spikes just past the detection threshold (2√c, 1.5√c) beside two 5 %
+    groups shifted at the paper's strength."""
+    n, d = 4000, 800
+    c = d / n
+    return make_spiked_mixture(
+        n, d, covariance_spikes=(2 * np.sqrt(c), 1.5 * np.sqrt(c)), mean_shift_weights=(0.05, 0.05)
+    )
 
 
 def _spread_along_its_shift(n: int, d: int, seed: int = 0):
@@ -297,7 +307,9 @@ def test_fit__within_blocks_ride_on_the_main_passes_and_agree_with_the_exact_sol
     assert np.all(cos > 0.999)
 
 
-def test_fit__within_blocks_of_their_own_run_at_the_main_passes_float32(monkeypatch):
+def test_fit__within_blocks_of_their_own_run_at_the_main_passes_float32(
+    monkeypatch, noisier_clusters
+):
     """Float32 chunks whose Krylov passes ran at float32: the within-group iteration's own
     blocks do too, their rounding in its bounds, and its eigenvalues agree with the exact
     solver's (float64) within the target accuracy."""
@@ -309,26 +321,18 @@ def test_fit__within_blocks_of_their_own_run_at_the_main_passes_float32(monkeypa
         return run_pass(self, data, name, single=single, **products)
 
     monkeypatch.setattr(Executor, "run_pass", spy)
-    # two spikes just past the detection threshold (2√c, 1.5√c) beside two 5 % groups, one of
-    # them with 1.3 times the noise SD: S_w weights the groups, is no low-rank update of the main
-    # operator, and its iteration runs blocks of its own
-    n, d = 4000, 800
-    c = d / n
-    model = make_spiked_mixture(
-        n, d, covariance_spikes=(2 * np.sqrt(c), 1.5 * np.sqrt(c)), mean_shift_weights=(0.05, 0.05)
-    )
-    X = model.to_numpy()
-    noisy = model.membership == 1
-    X[noisy] = X[noisy].mean(axis=0) + 1.3 * (X[noisy] - X[noisy].mean(axis=0))
-    X = X.astype(np.float32)
+    # the groups 1.3 times as spread as the inliers: S_w weights them, is no low-rank update of
+    # the main operator, and its iteration runs blocks of its own
+    X = noisier_clusters(_two_groups_beside_weak_spikes(), 1.3).to_numpy().astype(np.float32)
+    n = X.shape[0]
     res = mspca_dask.fit(da.from_array(X, chunks=(1000, -1)), n_components=6)
-    assert res.params["precision"] == "float32"
+    assert res.params["precision"] == "float32" and res.n_groups == 3
     own = [single for name, single in seen if name.startswith("mspca-within-")]
     assert own and all(own)
     exact = mspca_dask.fit(X.astype(np.float64), n_components=6, solver="exact")
     assert res.verdicts.tolist() == exact.verdicts.tolist()
     kept = np.flatnonzero(res.stable)
-    assert kept.size
+    assert kept.size == 2
     err = np.abs(res.component_variances[kept] - exact.component_variances[kept])
     assert np.all(err <= 0.1 / np.sqrt(n))  # the default target at σ² = 1
 
@@ -338,8 +342,6 @@ def test_fit__the_groups_sums_join_the_main_basis_after_the_location_step(monkey
     sums, so Krylov passes after the location step take those sums into the basis (as the
     dual orientation takes the groups' indicators); ``S_w``'s Ritz pairs then have residuals
     outside the basis only where the main operator's do."""
-    from mspca_dask._engine import run
-
     made: list[spectra.KrylovSpectra] = []
     centres: list[run.Centre] = []
     make, estimate = run.make_spectra, run._estimate_location
@@ -354,17 +356,13 @@ def test_fit__the_groups_sums_join_the_main_basis_after_the_location_step(monkey
 
     monkeypatch.setattr(run, "make_spectra", spy_make)
     monkeypatch.setattr(run, "_estimate_location", spy_estimate)
-    n, d = 4000, 800
-    c = d / n
-    model = make_spiked_mixture(
-        n, d, covariance_spikes=(2 * np.sqrt(c), 1.5 * np.sqrt(c)), mean_shift_weights=(0.05, 0.05)
-    )
-    res = mspca_dask.fit(da.from_array(model.to_numpy(), chunks=(1000, -1)), n_components=6)
+    X = _two_groups_beside_weak_spikes().to_numpy()
+    res = mspca_dask.fit(da.from_array(X, chunks=(1000, -1)), n_components=6)
     names = [p["name"] for p in res.passes]
     after = names[names.index("mspca-location-groups") + 1 :]
     assert res.n_groups == 3 and any(name.startswith("mspca-pass-") for name in after)
     Q, sums = made[0].Q, centres[0].group_images
-    assert sums is not None and sums.shape == (d, 2)
+    assert sums is not None and sums.shape == (X.shape[1], 2)
     outside = sums - Q @ (Q.T @ sums)
     assert np.all(np.linalg.norm(outside, axis=0) <= 1e-10 * np.linalg.norm(sums, axis=0))
 
