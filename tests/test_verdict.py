@@ -746,6 +746,35 @@ def test_a_skewed_inlier_clouds_tail_joins_the_inliers_beside_clusters(clusters)
     assert right >= 15, f"{clusters} cluster(s): the groups right in {right} of 20 fits"
 
 
+def _skewed_beside_a_large_cluster(seed: int, n: int = 1000) -> tuple[np.ndarray, np.ndarray]:
+    """Two candidate columns, inliers centred at the origin: an exponential factor (skewness
+    2) plus noise, and a Gaussian one along which 30 % of the rows are shifted by 2.8, about
+    as far as their spread.  Returns the scores and the cluster's rows."""
+    rng = np.random.default_rng(seed)
+    factor = rng.exponential(size=n) - 1.0
+    T = np.column_stack([1.5 * factor + rng.standard_normal(n), rng.standard_normal(n)])
+    members = np.arange(n) < int(0.3 * n)
+    T[members, 1] += 2.8
+    return T, members
+
+
+@pytest.mark.statistical
+def test_a_known_centre_parts_the_cluster_not_the_skewed_factors_tail():
+    # two Gaussian groups fit the exponential factor's tail better than the cluster, which
+    # leaves the cluster with the inliers and their group's mean off the centre; held at the
+    # centre, the mixture parts the cluster
+    right = 0
+    for seed in range(20):
+        T, members = _skewed_beside_a_large_cluster(400 + seed)
+        g = fit_groups(T, centre=np.zeros(2), seed=seed)
+        right += (
+            g.found
+            and np.mean(g.labels[members] > 0) > 0.5
+            and np.mean(g.labels[~members] == 0) > 0.8
+        )
+    assert right >= 14, f"the cluster parted in {right} of 20 fits"
+
+
 @pytest.mark.statistical
 def test_fit__a_skewed_spike_beside_a_small_cluster_stays_the_first_component():
     # a χ²₁ covariance spike and a 4 % cluster: the spike's tail is no displaced group, so the

@@ -14,10 +14,11 @@ The model, in ten lines:
    origin, each at ``α/2``.  Not rejected: one group, every candidate covariance.
 3. Rejected, the groups grow from two, one at a time while each step's test (the same; its
    twins redraw each group's own rows, smoothed to one mode along its axes and the step's
-   cut) rejects at level ``α``; reference rows are pinned to the inliers' group 0, else
-   group 0 is the largest; of two or more displaced groups, one that its rows and the
-   inliers' alone do not show apart from them at level ``α`` (twins of the two as one
-   group) joins them: a skewed cloud's tail (:mod:`.groups`).
+   cut) rejects at level ``α``, each from the likelier of its mixtures (the inliers' mean
+   held at the origin when it is their centre, as in the final fit); reference rows are
+   pinned to the inliers' group 0, else group 0 is the largest; of two or more displaced
+   groups, one that its rows and the inliers' alone do not show apart from them at level
+   ``α`` (twins of the two as one group) joins them: a skewed cloud's tail (:mod:`.groups`).
 4. The location is the inliers' mean; the covariance is that of the data re-centred at each
    group's own mean, ``S_w``, with each group brought to the inliers' scale when the groups'
    spreads differ at level ``α`` (:func:`~.pairs.spread_z`), and a group left out whose

@@ -32,6 +32,13 @@ spread splits off as a group no more often than ``α``; a mixture chosen by BIC 
 whenever a second Gaussian fits it better, and twins drawn on independent axes whenever its
 axes are not independent (a scale shared by a row's coordinates, a curve).
 
+Which groups: of mixtures with as many groups, the count goes on from the likelier.  When the
+inliers' centre is known, that likelihood holds their group's mean at the centre, and so does
+the fit the groups come from: a Gaussian mixture of two groups may part a skewed factor's tail
+from the rest, cluster included, which leaves the rest's mean off the centre, while the split
+that parts the cluster leaves it there.  The steps' statistics stay the gains over the likelier
+mixture, as their twins' are.
+
 Displaced from the inliers: a Gaussian mixture fits a skewed cloud's tail as a group of its
 own, and the steps can count it (beside a cluster, the two-group fit may hold the cluster and
 the tail as one group, which the next step parts).  So each displaced group, when there are
@@ -296,6 +303,39 @@ def _without_one(
     return min(fits, key=lambda m: m.bic(n))
 
 
+def _centred_first(mixture: Mixture, pinned: np.ndarray | None) -> np.ndarray:
+    """(G, k) ``mixture``'s means, the inliers' group first: the pinned rows' group (already
+    group 0), else the largest."""
+    if pinned is not None and np.any(pinned):
+        return mixture.means
+    return mixture.means[np.argsort(-mixture.responsibilities.sum(axis=0), kind="stable")]
+
+
+def _bic_at(
+    T: np.ndarray,
+    mixture: Mixture,
+    pinned: np.ndarray | None,
+    anchor: np.ndarray | None,
+    rows: _Products,
+) -> float:
+    """BIC of ``mixture``'s groups with the inliers' mean held at the known centre
+    ``anchor``: refitted by EM from its means, the inliers' group first
+    (:func:`_centred_first`); without a centre, its own BIC."""
+    n = T.shape[0]
+    if anchor is None:
+        return mixture.bic(n)
+    held = fit_mixture(
+        T,
+        mixture.n_groups,
+        pinned=pinned,
+        anchor=anchor,
+        centres=_centred_first(mixture, pinned),
+        form=mixture.form,
+        products=rows,
+    )
+    return held.bic(n)
+
+
 def _count_groups(
     T: np.ndarray,
     start: Mixture,
@@ -303,9 +343,15 @@ def _count_groups(
     rows: _Products,
     n_twins: int,
     seed: int,
+    anchor: np.ndarray | None = None,
 ) -> Mixture:
     """``start`` grown one group at a time while each step's test rejects
-    (:func:`_step_reached`), up to ``MAX_GROUPS``."""
+    (:func:`_step_reached`), up to ``MAX_GROUPS``.
+
+    Of two mixtures with as many groups (the one grown, and the one more less one of its
+    groups), the count goes on from the likelier with the inliers' mean at the known centre
+    ``anchor`` when there is one (:func:`_bic_at`), else the likelier; the step's gain is
+    over the likelier either way, as its twins' is."""
     current = start
     n = T.shape[0]
     known: dict[bytes, tuple[np.ndarray, ...]] = {}  # each group's twin draws, by its rows
@@ -316,12 +362,13 @@ def _count_groups(
         # the gain must be the new group's, not a better fit of the groups before it: EM's
         # path can hold a worse optimum with G groups than ``more`` less one of its groups
         fewer = _without_one(T, more, pinned, rows)
-        if fewer.bic(n) < current.bic(n):
+        likeliest = min(current.bic(n), fewer.bic(n))
+        if _bic_at(T, fewer, pinned, anchor, rows) < _bic_at(T, current, pinned, anchor, rows):
             current = fewer
             again = _more(T, current, pinned, rows)
             if again is not None and again.bic(n) < more.bic(n):
                 more = again
-        statistic = max(0.0, current.bic(n) - more.bic(n))
+        statistic = max(0.0, likeliest - more.bic(n))
         if statistic <= 0:
             break
         if _step_reached(T, current, pinned, statistic, n_twins, seed, known, more):
@@ -523,7 +570,8 @@ def _fit_sorted(
     two = _more(Ts, one, pin, rows_products)
     if anchor is not None:
         # the two groups the centre sees, as a start: EM alone may part a unimodal cloud
-        # elsewhere (by spread); the better of the two by BIC goes on
+        # elsewhere (by spread, or a skewed factor's tail); the likelier of the two with the
+        # inliers' mean at the centre goes on
         seen = add_group(
             Ts,
             fit_mixture(Ts, 1, pinned=pin, anchor=anchor, products=rows_products),
@@ -536,18 +584,27 @@ def _fit_sorted(
             freed = fit_mixture(
                 Ts, 2, pinned=pin, centres=seen.means, form=seen.form, products=rows_products
             )
-            if two is None or freed.bic(Ts.shape[0]) < two.bic(Ts.shape[0]):
+            if two is None or _bic_at(Ts, freed, pin, anchor, rows_products) < _bic_at(
+                Ts, two, pin, anchor, rows_products
+            ):
                 two = freed
     current = (
-        _count_groups(Ts, two, pin, rows_products, n_twins, seed)
+        _count_groups(Ts, two, pin, rows_products, n_twins, seed, anchor)
         if two is not None
         # no two groups of that form with enough rows each: the groups the test found
         else preferred
     )
     # the steps' mixtures stop EM as their twins' do; the groups come from the accepted
-    # mixture fitted to convergence (a stop short of it can merge two groups)
+    # mixture fitted to convergence (a stop short of it can merge two groups), with the
+    # inliers' mean at the known centre when there is one
     mix = fit_mixture(
-        Ts, current.n_groups, pinned=pin, centres=current.means, form=current.form, tol=TOL_GROUPS
+        Ts,
+        current.n_groups,
+        pinned=pin,
+        anchor=anchor,
+        centres=current.means if anchor is None else _centred_first(current, pin),
+        form=current.form,
+        tol=TOL_GROUPS,
     )
     labels = mix.predict(S)
     if has_pins and pinned is not None:
