@@ -126,7 +126,8 @@ class MSPCAResult:
         Median over knockoffs of ``|⟨ũᵢ, u'ⱼ⟩|`` for the matched knockoff eigenvector.
     eigenvalue_bounds : (K,) ndarray
         Bound on the error of each eigenvalue (0 for the exact solver): the Ritz residual
-        bound ``min(r, r²/gap)`` plus the estimated rounding of the passes' products.  The
+        bound ``min(r, r²/gap)`` (for a run of close eigenvalues apart from the rest, its
+        block form) plus the estimated rounding of the passes' products.  The
         randomized solver drives it below its target for the eigenvalues above the bulk edge;
         bulk eigenvalues keep looser bounds.
     eigenvectors : (K, d) ndarray

@@ -4,7 +4,8 @@ Under test: ``_engine.linalg.rayleigh_ritz`` and ``projected_ritz``, the same fr
 
 The randomized solver reports each eigenvalue as a Ritz value ``θ`` with a bound: Bauer–Fike
 puts an eigenvalue of the operator within the residual ``r = ‖Op x − θ x‖`` of ``θ``, and the
-Kato–Temple refinement ``r² / gap`` tightens it.  These tests hold both against a dense
+Kato–Temple refinement ``r² / gap`` tightens it, pair by pair or for a run of close Ritz
+values apart from the rest (its block form).  These tests hold both against a dense
 reference on small symmetric matrices with a known spectrum, across shapes, spectral gaps and
 float32/float64 inputs.
 """
@@ -201,6 +202,21 @@ def test_bounds__shrink_as_the_subspace_captures_the_eigenvectors():
     assert all(b < a for a, b in zip(worst, worst[1:], strict=False))
     # the Kato–Temple bound is quadratic in the residual: 10x less noise, ~100x smaller bound
     assert worst[-1] < 1e-4 * worst[-3]
+
+
+@pytest.mark.parametrize("noise", [1e-2, 1e-3, 1e-4])
+def test_bounds__stay_quadratic_for_a_cluster_apart_from_the_rest(noise):
+    # Three eigenvalues 1e-4 apart, 3 below the top one and 3 above the bulk: each one's own
+    # Ritz gap is below its residual, so Kato–Temple pair by pair gives only the residual;
+    # the run of the three has the gap of 3, and its block bound is quadratic in the noise.
+    lam = np.concatenate([[10.0, 5.0001, 5.0, 4.9999], np.linspace(2.0, 0.1, 36)])
+    A, V = _operator(11, lam)
+    Q = _subspace(11, V, 4, 8, noise)
+    values, _coef, res, bounds = rayleigh_ritz(Q, A @ Q, 4)
+    error = np.abs(values - lam[:4])
+    assert np.all(error <= bounds + _rounding(A, np.float64))
+    assert np.all(res[1:] > 1e-4 * noise)  # the cluster's own gaps would not help
+    assert np.max(bounds[1:]) < 10 * noise * np.max(res[1:])
 
 
 @KATO_TEMPLE_GAP_FROM_RITZ_VALUES
