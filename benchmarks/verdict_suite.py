@@ -65,7 +65,7 @@ from _bench import (  # noqa: E402
 import mspca_dask  # noqa: E402
 from mspca_dask.testing import FAMILIES, Draw, family  # noqa: E402
 
-HELD_OUT_START = 1_000_000
+HELD_OUT_START = 1_100_000
 #: Families fitted from a Zarr store (float32, row chunks) rather than from memory.
 FROM_ZARR = ("N-big",)
 QUICK_FAMILIES = ("N-iso", "P-paper-10")
