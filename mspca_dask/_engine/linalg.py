@@ -233,11 +233,12 @@ def ritz_bounds(w: np.ndarray, R: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     above = np.where(a > 0, w[np.maximum(a - 1, 0)] - w[a], np.inf)
     below = np.where(b + 1 < w.size, w[b] - w[np.minimum(b + 1, w.size - 1)], np.inf)
     gap = np.minimum(above, below) - np.sqrt(e2)
-    run = np.where(np.isfinite(gap) & (gap > 0), e2 / np.where(gap > 0, gap, 1.0), np.inf)
-    # each pair takes the best run that holds it
-    held = (a[:, None] <= np.arange(kk)) & (np.arange(kk) <= b[:, None])  # (runs, kk)
-    bounds = np.minimum(res, np.min(np.where(held, run[:, None], np.inf), axis=0))
-    return res, bounds
+    runs = np.full((kk, kk), np.inf)  # [a, b]: the bound of run a..b
+    runs[a, b] = np.where(np.isfinite(gap) & (gap > 0), e2 / np.where(gap > 0, gap, 1.0), np.inf)
+    # each pair i takes the best run a..b that holds it: the least over b >= i, then a <= i
+    ending_later = np.minimum.accumulate(runs[:, ::-1], axis=1)[:, ::-1]
+    held = np.where(np.arange(kk)[:, None] <= np.arange(kk)[None, :], ending_later, np.inf)
+    return res, np.minimum(res, held.min(axis=0))
 
 
 @_one_blas_thread
