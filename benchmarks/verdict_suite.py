@@ -15,7 +15,7 @@ For each family of :mod:`mspca_dask.testing.families` and each trial seed, fit
   samples are outside the inliers' group; ``as_covariance``: a stable component has
   ``|cos| ≥ 0.5`` with a shift direction;
 * the seconds of the fit (data generation excluded), its passes, solver and warnings, and
-  the passes of the same fit with ``location=None`` (the default may take at most one more).
+  the passes of the same fit with ``location=None`` (the target: at most one more).
 
 Summaries per family: the false-flag rate (null families: a flag is false), the mean of
 ``ez2``, the failure rate, the detection rate (power and real families).
