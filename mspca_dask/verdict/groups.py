@@ -311,29 +311,40 @@ def _centred_first(mixture: Mixture, pinned: np.ndarray | None) -> np.ndarray:
     return mixture.means[np.argsort(-mixture.responsibilities.sum(axis=0), kind="stable")]
 
 
-def _bic_at(
-    T: np.ndarray,
-    mixture: Mixture,
-    pinned: np.ndarray | None,
-    anchor: np.ndarray | None,
-    rows: _Products,
-) -> float:
-    """BIC of ``mixture``'s groups with the inliers' mean held at the known centre
-    ``anchor``: refitted by EM from its means, the inliers' group first
-    (:func:`_centred_first`); without a centre, its own BIC."""
-    n = T.shape[0]
-    if anchor is None:
-        return mixture.bic(n)
-    held = fit_mixture(
-        T,
-        mixture.n_groups,
-        pinned=pinned,
-        anchor=anchor,
-        centres=_centred_first(mixture, pinned),
-        form=mixture.form,
-        products=rows,
-    )
-    return held.bic(n)
+class _BicAtCentre:
+    """BIC of a mixture's groups with the inliers' mean held at the known centre ``anchor``:
+    refitted by EM from its means, the inliers' group first (:func:`_centred_first`); without
+    a centre, the mixture's own BIC.  Each mixture is refitted once per fit (the count
+    compares the one it goes on from again at its next step)."""
+
+    def __init__(
+        self,
+        T: np.ndarray,
+        pinned: np.ndarray | None,
+        anchor: np.ndarray | None,
+        rows: _Products,
+    ) -> None:
+        self.T, self.pinned, self.anchor, self.rows = T, pinned, anchor, rows
+        self._held: dict[int, tuple[Mixture, float]] = {}  # by id, the mixture kept alive
+
+    def __call__(self, mixture: Mixture) -> float:
+        n = self.T.shape[0]
+        if self.anchor is None:
+            return mixture.bic(n)
+        seen = self._held.get(id(mixture))
+        if seen is not None and seen[0] is mixture:
+            return seen[1]
+        held = fit_mixture(
+            self.T,
+            mixture.n_groups,
+            pinned=self.pinned,
+            anchor=self.anchor,
+            centres=_centred_first(mixture, self.pinned),
+            form=mixture.form,
+            products=self.rows,
+        )
+        self._held[id(mixture)] = (mixture, held.bic(n))
+        return held.bic(n)
 
 
 def _count_groups(
@@ -343,15 +354,15 @@ def _count_groups(
     rows: _Products,
     n_twins: int,
     seed: int,
-    anchor: np.ndarray | None = None,
+    bic_at: _BicAtCentre,
 ) -> Mixture:
     """``start`` grown one group at a time while each step's test rejects
     (:func:`_step_reached`), up to ``MAX_GROUPS``.
 
     Of two mixtures with as many groups (the one grown, and the one more less one of its
-    groups), the count goes on from the likelier with the inliers' mean at the known centre
-    ``anchor`` when there is one (:func:`_bic_at`), else the likelier; the step's gain is
-    over the likelier either way, as its twins' is."""
+    groups), the count goes on from the likelier by ``bic_at`` (with the inliers' mean at
+    the known centre when there is one); the step's gain is over the likelier by its own
+    BIC either way, as its twins' is."""
     current = start
     n = T.shape[0]
     known: dict[bytes, tuple[np.ndarray, ...]] = {}  # each group's twin draws, by its rows
@@ -363,7 +374,7 @@ def _count_groups(
         # path can hold a worse optimum with G groups than ``more`` less one of its groups
         fewer = _without_one(T, more, pinned, rows)
         likeliest = min(current.bic(n), fewer.bic(n))
-        if _bic_at(T, fewer, pinned, anchor, rows) < _bic_at(T, current, pinned, anchor, rows):
+        if bic_at(fewer) < bic_at(current):
             current = fewer
             again = _more(T, current, pinned, rows)
             if again is not None and again.bic(n) < more.bic(n):
@@ -568,6 +579,7 @@ def _fit_sorted(
     rows_products = _Products(Ts)
     one = fit_mixture(Ts, 1, pinned=pin, products=rows_products)
     two = _more(Ts, one, pin, rows_products)
+    bic_at = _BicAtCentre(Ts, pin, anchor, rows_products)
     if anchor is not None:
         # the two groups the centre sees, as a start: EM alone may part a unimodal cloud
         # elsewhere (by spread, or a skewed factor's tail); the likelier of the two with the
@@ -584,12 +596,10 @@ def _fit_sorted(
             freed = fit_mixture(
                 Ts, 2, pinned=pin, centres=seen.means, form=seen.form, products=rows_products
             )
-            if two is None or _bic_at(Ts, freed, pin, anchor, rows_products) < _bic_at(
-                Ts, two, pin, anchor, rows_products
-            ):
+            if two is None or bic_at(freed) < bic_at(two):
                 two = freed
     current = (
-        _count_groups(Ts, two, pin, rows_products, n_twins, seed, anchor)
+        _count_groups(Ts, two, pin, rows_products, n_twins, seed, bic_at)
         if two is not None
         # no two groups of that form with enough rows each: the groups the test found
         else preferred
