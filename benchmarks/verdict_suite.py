@@ -240,8 +240,8 @@ def _passes(s: dict[str, Any]) -> str:
     if s["passes_median"] is None:
         return "—"
     return (
-        f"{s['passes_median']:.0f} ({_num(s.get('passes_uncentred_median'), '.0f')}, "
-        f"{s.get('passes_excess_max', 0):+d})"
+        f"{s['passes_median']:.0f} ({_num(s['passes_uncentred_median'], '.0f')}, "
+        f"{s['passes_excess_max']:+d})"
     )
 
 
